@@ -1,0 +1,7 @@
+"""Run the command line as `python -m ticket_tools`."""
+
+import sys
+
+from ticket_tools.cli import main
+
+sys.exit(main())

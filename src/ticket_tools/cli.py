@@ -1,0 +1,120 @@
+"""The ticket-tools command line: run the acceptance table, make one call, print declarations."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ticket_tools.acceptance import run_acceptance
+from ticket_tools.declarations import tool_declarations
+from ticket_tools.execute import execute_tool
+from ticket_tools.fixtures import fixture_records
+from ticket_tools.store import Records, TicketStore
+
+
+class CommandError(Exception):
+    """An expected failure: printed as one line on stderr, exit status 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status."""
+    parser = _parser()
+    options = parser.parse_args(argv)
+    try:
+        status: int = options.run(options)
+    except CommandError as error:
+        print(f"ticket-tools: {error}", file=sys.stderr)
+        return 2
+    return status
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ticket-tools", description="Read-only help-desk ticket tools for a model."
+    )
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    acceptance = commands.add_parser(
+        "acceptance", help="run the brief's 13 acceptance calls and print each result"
+    )
+    _add_store_options(acceptance)
+    acceptance.set_defaults(run=_run_acceptance)
+
+    call = commands.add_parser("call", help="run one tool call and print its JSON result")
+    call.add_argument("name", help="the tool name, as the model would send it")
+    call.add_argument("args", help="the arguments as a JSON value; - reads them from stdin")
+    call.add_argument("--tenant", required=True, help="the trusted tenant of the session")
+    call.add_argument(
+        "--no-read", action="store_true", help="run as a session without read permission"
+    )
+    _add_store_options(call)
+    call.set_defaults(run=_run_call)
+
+    declarations = commands.add_parser(
+        "declarations", help="print the tool declarations the model receives, as JSON"
+    )
+    declarations.set_defaults(run=_run_declarations)
+    return parser
+
+
+def _add_store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--records",
+        type=Path,
+        metavar="FILE",
+        help='a JSON object of "tenant:TKT-123" -> ticket (default: the built-in fixture store)',
+    )
+
+
+def _open_store(options: argparse.Namespace) -> Records | TicketStore:
+    if options.records is None:
+        return fixture_records()
+    return _load_records(options.records)
+
+
+def _run_acceptance(options: argparse.Namespace) -> int:
+    failures = run_acceptance(_open_store(options), sys.stdout)
+    return 1 if failures else 0
+
+
+def _run_call(options: argparse.Namespace) -> int:
+    text = sys.stdin.read() if options.args == "-" else options.args
+    args = _parse_json(text, "the arguments")
+    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    result = execute_tool(options.name, args, context, _open_store(options))
+    print(json.dumps(result, ensure_ascii=False))
+    return 0 if result["ok"] else 1
+
+
+def _run_declarations(options: argparse.Namespace) -> int:
+    print(json.dumps(tool_declarations(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def _parse_json(text: str, what: str) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as error:
+        # RecursionError: json.loads gives up on very deep nesting.
+        raise CommandError(f"{what} are not valid JSON ({type(error).__name__})") from None
+
+
+def _load_records(path: Path) -> Records:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise CommandError(f"cannot read {path}: {type(error).__name__}") from None
+    records = _parse_json(text, f"the records in {path}")
+    if not isinstance(records, dict) or not all(
+        isinstance(ticket, dict)
+        and all(type(ticket.get(field)) is str for field in ("id", "title", "status"))
+        for ticket in records.values()
+    ):
+        raise CommandError(
+            f"{path} is not a records file: expected a JSON object of "
+            '"tenant:TKT-123" -> {"id", "title", "status", ...}'
+        )
+    return records
