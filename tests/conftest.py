@@ -1,0 +1,36 @@
+"""Shared fixtures: the stores every contract suite runs against, and hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from ticket_tools import DictStore, Records, TicketStore
+
+settings.register_profile("default", max_examples=200, deadline=None)
+# `make fuzz`: the deep run over many generated calls.
+settings.register_profile(
+    "deep",
+    max_examples=100_000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+StoreFactory = Callable[[Records], Records | TicketStore]
+
+STORE_FACTORIES: dict[str, StoreFactory] = {
+    # The contract's own shape: execute_tool reads the plain dict.
+    "dict": lambda records: records,
+    # The same records behind the store interface.
+    "dictstore": DictStore,
+}
+
+
+@pytest.fixture(params=sorted(STORE_FACTORIES), scope="session")
+def make_store(request: pytest.FixtureRequest) -> StoreFactory:
+    """Turn a records dict into each kind of store the contract suites must hold for."""
+    return STORE_FACTORIES[request.param]
