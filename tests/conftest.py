@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from hypothesis import HealthCheck, settings
 
-from ticket_tools import DictStore, Records, TicketStore
+from ticket_tools import Records, TicketStore
 
 settings.register_profile("default", max_examples=200, deadline=None)
 # `make fuzz`: the deep run over many generated calls.
@@ -23,10 +23,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 StoreFactory = Callable[[Records], Records | TicketStore]
 
 STORE_FACTORIES: dict[str, StoreFactory] = {
-    # The contract's own shape: execute_tool reads the plain dict.
+    # The contract's own shape: execute_tool wraps the plain dict in a DictStore.
     "dict": lambda records: records,
-    # The same records behind the store interface.
-    "dictstore": DictStore,
 }
 
 
