@@ -16,6 +16,10 @@ check: $(VENV)/.dev
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# Speed is measured here, never asserted in the tests.
+bench: $(VENV)/.dev
+	$(BIN)/python benchmarks/run.py
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage mutants
 
