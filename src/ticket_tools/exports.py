@@ -42,8 +42,8 @@ _EXPORTERS = {"json-schema": _json_schema, "mcp": _mcp}
 
 
 def export_declarations(
-    format: ExportFormat = "json-schema", registry: ToolRegistry = REGISTRY
+    fmt: ExportFormat = "json-schema", registry: ToolRegistry = REGISTRY
 ) -> list[dict[str, object]]:
-    """Return every registered tool's declaration in `format`, in registry order."""
-    exporter = _EXPORTERS[format]
+    """Return every registered tool's declaration in format `fmt`, in registry order."""
+    exporter = _EXPORTERS[fmt]
     return [exporter(tool) for tool in registry]

@@ -10,6 +10,7 @@ from ticket_tools.registry import Tool
 from ticket_tools.store import TicketStore
 from ticket_tools.tickets import ticket_id_arg
 
+
 def _get_ticket(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
     ticket = store.get(tenant, cast(str, args["ticket_id"]))
     if ticket is None:
