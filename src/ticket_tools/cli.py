@@ -81,7 +81,7 @@ def _run_acceptance(options: argparse.Namespace) -> int:
 
 
 def _run_call(options: argparse.Namespace) -> int:
-    text = sys.stdin.read() if options.args == "-" else options.args
+    text = _read_stdin() if options.args == "-" else options.args
     args = _parse_json(text, "the arguments")
     context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
     result = execute_tool(options.name, args, context, _open_store(options))
@@ -92,6 +92,14 @@ def _run_call(options: argparse.Namespace) -> int:
 def _run_declarations(options: argparse.Namespace) -> int:
     print(json.dumps(tool_declarations(), indent=2, ensure_ascii=False))
     return 0
+
+
+def _read_stdin() -> str:
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError:
+        # JSON is UTF-8: undecodable bytes are malformed JSON, not a crash.
+        raise CommandError("the arguments are not valid JSON (UnicodeDecodeError)") from None
 
 
 def _parse_json(text: str, what: str) -> object:
