@@ -35,10 +35,11 @@ def expected_matches(
 def starting_cursors(draw: st.DrawFn, records: dict[str, dict[str, object]]) -> str | None:
     """No cursor, an existing id (equal), or any id (before, between or after the stored ones)."""
     existing = sorted({str(t["id"]) for t in records.values()})
-    choices = [st.none(), ticket_ids]
+    choices: list[st.SearchStrategy[str | None]] = [st.none(), ticket_ids]
     if existing:
         choices.append(st.sampled_from(existing))
-    return draw(st.one_of(*choices))
+    cursor: str | None = draw(st.one_of(*choices))
+    return cursor
 
 
 @given(data=st.data(), records=multi_tenant_stores(), filters=search_filters())
