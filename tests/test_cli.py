@@ -221,6 +221,11 @@ def test_malformed_arguments_exit_2(capsys: Captured, argv: list[str], err: str)
             "{path} is not a records file: expected",
             id="id-not-string",
         ),
+        pytest.param(
+            b'{"alpha:TKT-001": {"id": "TKT-001", "title": "\\ud800", "status": "open"}}',
+            "{path} is not a records file: expected",
+            id="lone-surrogate-title",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["acceptance", "call"])

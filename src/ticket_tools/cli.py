@@ -118,7 +118,7 @@ def _load_records(path: Path) -> Records:
     records = _parse_json(text, f"the records in {path}")
     if not isinstance(records, dict) or not all(
         isinstance(ticket, dict)
-        and all(type(ticket.get(field)) is str for field in ("id", "title", "status"))
+        and all(_is_printable_text(ticket.get(field)) for field in ("id", "title", "status"))
         for ticket in records.values()
     ):
         raise CommandError(
@@ -126,3 +126,15 @@ def _load_records(path: Path) -> Records:
             '"tenant:TKT-123" -> {"id", "title", "status", ...}'
         )
     return records
+
+
+def _is_printable_text(value: object) -> bool:
+    # JSON can escape a lone surrogate ("\ud800"); it has no UTF-8 form, so
+    # printing a result that holds it would crash instead of printing.
+    if type(value) is not str:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
