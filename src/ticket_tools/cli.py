@@ -57,6 +57,16 @@ def _parser() -> argparse.ArgumentParser:
         "declarations", help="print the tool declarations the model receives, as JSON"
     )
     declarations.set_defaults(run=_run_declarations)
+
+    serve = commands.add_parser(
+        "serve", help="serve the tools to an assistant host over MCP (stdio), for one session"
+    )
+    serve.add_argument("--tenant", required=True, help="the trusted tenant of the session")
+    serve.add_argument(
+        "--no-read", action="store_true", help="serve a session without read permission"
+    )
+    _add_store_options(serve)
+    serve.set_defaults(run=_run_serve)
     return parser
 
 
@@ -91,6 +101,18 @@ def _run_call(options: argparse.Namespace) -> int:
 
 def _run_declarations(options: argparse.Namespace) -> int:
     print(json.dumps(tool_declarations(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def _run_serve(options: argparse.Namespace) -> int:
+    # Imported here: the MCP SDK is an optional extra, and every other command
+    # runs on the standard library alone.
+    try:
+        from ticket_tools import mcp_server  # noqa: PLC0415
+    except ImportError:
+        raise CommandError("serve needs the MCP SDK: pip install 'ticket-tools[mcp]'") from None
+    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    mcp_server.serve(context, _open_store(options))
     return 0
 
 
