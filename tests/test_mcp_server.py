@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
+from importlib.metadata import version
 from typing import Any, TextIO, cast
 
 import mcp_types as types
 import pytest
-from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
@@ -26,7 +29,7 @@ from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, Acceptanc
 from ticket_tools.cli import main
 from ticket_tools.exports import export_declarations
 from ticket_tools.mcp_server import build_server
-from ticket_tools.store import Records, TicketStore
+from ticket_tools.store import DictStore, Records, TicketStore
 from ticket_tools.tickets import Ticket
 
 pytestmark = pytest.mark.anyio
@@ -188,6 +191,49 @@ async def test_page_walk_follows_next_cursor(
 
 
 @pytest.mark.parametrize(
+    ("session_key", "name", "args", "result", "text"),
+    [
+        pytest.param(
+            "alpha",
+            "search_tickets",
+            {"limit": 11},
+            {"ok": False, "code": "invalid_arguments"},
+            "invalid_arguments: limit: an integer from 1 to 10",
+            id="invalid_arguments",
+        ),
+        pytest.param(
+            "alpha-no-read",
+            "get_ticket",
+            {"ticket_id": "TKT-104"},
+            {"ok": False, "code": "forbidden"},
+            "forbidden: this session may not read tickets",
+            id="forbidden",
+        ),
+        pytest.param(
+            "beta",
+            "get_ticket",
+            {"ticket_id": "TKT-101"},
+            {"ok": False, "code": "not_found"},
+            "not_found: no ticket with that ID is visible in this session",
+            id="not_found",
+        ),
+    ],
+)
+async def test_failure_is_an_error_result_the_model_can_read(
+    sessions: dict[str, ClientSession],
+    *,
+    session_key: str,
+    name: str,
+    args: dict[str, object],
+    result: dict[str, object],
+    text: str,
+) -> None:
+    assert await sessions[session_key].call_tool(name, args) == types.CallToolResult(
+        content=[types.TextContent(text=text)], structured_content=result, is_error=True
+    )
+
+
+@pytest.mark.parametrize(
     ("name", "args", "text"),
     [
         pytest.param(
@@ -340,14 +386,117 @@ async def test_malformed_calls_never_break_the_server(
     assert "Traceback" not in errlog.read()
 
 
+# Raw JSON-RPC lines: what the SDK client refuses to send, a host still might.
+
+INVALID_PARAMS_REPLY = {"code": -32602, "message": "Invalid request parameters", "data": ""}
+RAW_EXCHANGES: tuple[tuple[object, object], ...] = (
+    (
+        {"id": 2, "method": "tools/call", "params": {"name": "search_tickets", "arguments": [1]}},
+        {"id": 2, "error": INVALID_PARAMS_REPLY},
+    ),
+    (
+        {"id": 3, "method": "tools/call", "params": {"name": 5, "arguments": {}}},
+        {"id": 3, "error": INVALID_PARAMS_REPLY},
+    ),
+    (
+        {"id": 4, "method": "tools/call", "params": {"name": "get_ticket", "arguments": None}},
+        {
+            "id": 4,
+            "result": {
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "invalid_arguments: the arguments must be a JSON object",
+                    }
+                ],
+                "structuredContent": {"ok": False, "code": "invalid_arguments"},
+                "isError": True,
+            },
+        },
+    ),
+    ("this line is not JSON", None),  # the SDK drops it without an answer
+    (
+        {"id": 5, "method": "tools/call", "params": {"name": "get_ticket", "arguments": {}}},
+        {
+            "id": 5,
+            "result": {
+                "content": [
+                    {
+                        "type": "text",
+                        "text": "invalid_arguments: ticket_id: required, a ticket ID: TKT- "
+                        "followed by exactly three digits, such as TKT-104",
+                    }
+                ],
+                "structuredContent": {"ok": False, "code": "invalid_arguments"},
+                "isError": True,
+            },
+        },
+    ),
+)
+REPLY_TIMEOUT = 60.0  # seconds: only reached when the server hangs
+
+
+def _send(server: subprocess.Popen[str], message: object) -> None:
+    assert server.stdin is not None
+    if isinstance(message, dict):
+        message = json.dumps({"jsonrpc": "2.0", **message})
+    server.stdin.write(f"{message}\n")
+    server.stdin.flush()
+
+
+def _reply(server: subprocess.Popen[str]) -> object:
+    assert server.stdout is not None
+    ready, _, _ = select.select([server.stdout], [], [], REPLY_TIMEOUT)
+    assert ready, "the server did not answer"
+    return json.loads(server.stdout.readline())
+
+
+def test_raw_json_rpc_lines(errlog: TextIO) -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ticket_tools", "serve", "--tenant", "alpha"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errlog,
+        text=True,
+        encoding="utf-8",
+    )
+    with server:
+        _send(
+            server,
+            {
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "0"},
+                },
+            },
+        )
+        assert _reply(server) == {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "result": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": {"name": "ticket-tools", "version": version("ticket-tools")},
+            },
+        }
+        _send(server, {"method": "notifications/initialized"})
+        for message, expected in RAW_EXCHANGES:
+            _send(server, message)
+            if expected is not None:
+                assert _reply(server) == {"jsonrpc": "2.0", **cast("dict[str, object]", expected)}
+        assert server.stdin is not None
+        server.stdin.close()
+        assert server.wait(timeout=REPLY_TIMEOUT) == 0
+
+
 # The call handler in-process: what a subprocess cannot easily be made to do.
 
 
-class BrokenStore(TicketStore):
-    """A store whose every read fails, as a database behind it might."""
-
-    def get(self, tenant: str, ticket_id: str) -> Ticket | None:
-        raise RuntimeError("secret connection string")
+class SearchFailsStore(DictStore):
+    """The fixture store, except that every search fails, as a database behind it might."""
 
     def page(
         self,
@@ -361,9 +510,31 @@ class BrokenStore(TicketStore):
         raise RuntimeError("secret connection string")
 
 
+async def test_handler_fault_is_a_generic_error_and_the_server_keeps_serving(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = build_server(ALPHA, SearchFailsStore(fixture_records()))
+    # In process, over the SDK's in-memory JSON-RPC transport.
+    async with Client(server, mode="legacy") as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("search_tickets", {})
+        after = await client.call_tool("get_ticket", {"ticket_id": "TKT-104"})
+    assert (raised.value.code, raised.value.message, raised.value.data) == (
+        types.INTERNAL_ERROR,
+        "Internal error",
+        None,
+    )
+    assert after.structured_content == CALLS[0].expected
+    [record] = [r for r in caplog.records if r.name == "ticket_tools.mcp_server"]
+    assert record.getMessage() == "tool call failed inside the handler"
+    assert record.exc_info is not None
+    assert str(record.exc_info[1]) == "secret connection string"
+
+
 async def _call_handler(
     store: Records | TicketStore, params: dict[str, object]
 ) -> types.CallToolResult | types.InputRequiredResult:
+    """Run the tools/call handler directly, with params no SDK client would send."""
     server = build_server(ALPHA, store)
     entry = server.get_request_handler("tools/call")
     assert entry is not None
@@ -371,22 +542,6 @@ async def _call_handler(
     ctx = cast("ServerRequestContext[Any, Any]", None)
     result = await entry.handler(ctx, types.CallToolRequestParams.model_validate(params))
     return cast("types.CallToolResult", result)
-
-
-async def test_handler_fault_is_a_generic_error_logged_on_stderr(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    with pytest.raises(MCPError) as raised:
-        await _call_handler(BrokenStore(), {"name": "search_tickets", "arguments": {}})
-    assert (raised.value.code, raised.value.message, raised.value.data) == (
-        types.INTERNAL_ERROR,
-        "Internal error",
-        None,
-    )
-    [record] = caplog.records
-    assert record.getMessage() == "tool call failed inside the handler"
-    assert record.exc_info is not None
-    assert str(record.exc_info[1]) == "secret connection string"
 
 
 @pytest.mark.parametrize(
