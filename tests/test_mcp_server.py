@@ -1,7 +1,7 @@
 """The MCP adapter, through the official SDK client over a real stdio subprocess.
 
 Each trusted context gets one server process for the whole module (starting one
-costs about a second); the calls below are what a host would send.
+costs a second or more, most of it importing the SDK); the calls below are what a host would send.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from mcp.shared.exceptions import MCPError
 
 import ticket_tools
 from ticket_tools import execute_tool, fixture_records, run_tool
-from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
+from ticket_tools.acceptance import ALPHA, BETA, CALLS, AcceptanceCall
 from ticket_tools.cli import main
 from ticket_tools.exports import export_declarations
 from ticket_tools.mcp_server import build_server
@@ -57,8 +57,9 @@ GAMMA_RECORDS = {
 
 
 def _session_key(call: AcceptanceCall) -> str:
-    keys = {id(ALPHA): "alpha", id(ALPHA_NO_READ): "alpha-no-read", id(BETA): "beta"}
-    return keys[id(call.context)]
+    """Name the server started for the call's trusted context."""
+    keys = {("alpha", True): "alpha", ("alpha", False): "alpha-no-read", ("beta", True): "beta"}
+    return keys[(str(call.context["tenant"]), call.context["can_read_tickets"] is True)]
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="module")
 def errlog() -> Iterator[TextIO]:
-    """Collect every server's stderr, to check that faults are logged there."""
+    """Collect every server's stderr, to check what the servers log there."""
     with tempfile.TemporaryFile("w+", encoding="utf-8") as log:
         yield log
 
