@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Sequence
@@ -57,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
         "declarations", help="print the tool declarations the model receives, as JSON"
     )
     declarations.set_defaults(run=_run_declarations)
+
+    serve = commands.add_parser(
+        "serve", help="serve the tools to an assistant host over MCP (stdio), for one session"
+    )
+    serve.add_argument("--tenant", required=True, help="the trusted tenant of the session")
+    serve.add_argument(
+        "--no-read", action="store_true", help="serve a session without read permission"
+    )
+    _add_store_options(serve)
+    serve.set_defaults(run=_run_serve)
     return parser
 
 
@@ -100,6 +111,20 @@ def _read_stdin() -> str:
     except UnicodeDecodeError:
         # JSON is UTF-8: undecodable bytes are malformed JSON, not a crash.
         raise CommandError("the arguments are not valid JSON (UnicodeDecodeError)") from None
+
+
+def _run_serve(options: argparse.Namespace) -> int:
+    # Imported here: the MCP SDK is an optional extra, and every other command
+    # runs on the standard library alone.
+    # Asked before importing, so that a fault inside mcp_server is not mistaken
+    # for a missing extra.
+    if importlib.util.find_spec("mcp") is None:
+        raise CommandError("serve needs the MCP SDK: pip install 'ticket-tools[mcp]'")
+    from ticket_tools import mcp_server  # noqa: PLC0415
+
+    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    mcp_server.serve(context, _open_store(options))
+    return 0
 
 
 def _parse_json(text: str, what: str) -> object:
