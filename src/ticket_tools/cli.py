@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ticket_tools.acceptance import run_acceptance
-from ticket_tools.declarations import tool_declarations
 from ticket_tools.execute import execute_tool
+from ticket_tools.exports import FORMATS, export_declarations
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.store import Records, TicketStore
 
@@ -57,6 +57,12 @@ def _parser() -> argparse.ArgumentParser:
     declarations = commands.add_parser(
         "declarations", help="print the tool declarations the model receives, as JSON"
     )
+    declarations.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="json-schema",
+        help="the model API whose tool format to print (default: json-schema)",
+    )
     declarations.set_defaults(run=_run_declarations)
 
     serve = commands.add_parser(
@@ -101,7 +107,7 @@ def _run_call(options: argparse.Namespace) -> int:
 
 
 def _run_declarations(options: argparse.Namespace) -> int:
-    print(json.dumps(tool_declarations(), indent=2, ensure_ascii=False))
+    print(json.dumps(export_declarations(options.format), indent=2, ensure_ascii=False))
     return 0
 
 

@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-from ticket_tools.arguments import object_schema
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.exports import export_declarations
 from ticket_tools.registry import ToolRegistry
 
 
 def tool_declarations(registry: ToolRegistry = REGISTRY) -> list[dict[str, object]]:
     """Return {"name", "description", "parameters"} for each tool, in registry order."""
-    return [
-        {
-            "name": tool.name,
-            "description": tool.description,
-            "parameters": object_schema(tool.arguments),
-        }
-        for tool in registry
-    ]
+    return export_declarations("json-schema", registry)

@@ -1,0 +1,156 @@
+"""run_tool's safe detail: names the argument and the declared rule, never the value given.
+
+execute_tool returns only the contract's {"ok": False, "code": ...}; the detail
+beside it comes from the same `Arg` declaration the schema comes from.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strategies import INJECTION_MARKER, edge_json_values, instruction_texts, invalid_values
+from ticket_tools import Arg, Tool, execute_tool, fixture_records, run_tool
+from ticket_tools.catalog import REGISTRY
+
+ALPHA = {"tenant": "alpha", "can_read_tickets": True}
+ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
+TICKET_ID_RULE = "a ticket ID: TKT- followed by exactly three digits, such as TKT-104"
+INVALID = {"ok": False, "code": "invalid_arguments"}
+
+ARGUMENT_RULES = [
+    pytest.param(tool, arg, id=f"{tool.name}.{arg.name}")
+    for tool in REGISTRY
+    for arg in tool.arguments
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "detail"),
+    [
+        pytest.param(
+            "get_ticket", None, "the arguments must be a JSON object", id="get-not-object"
+        ),
+        pytest.param(
+            "get_ticket",
+            {"ticket_id": "TKT-104", "tenant": "alpha"},
+            "the only arguments accepted are: ticket_id",
+            id="get-unknown-key",
+        ),
+        pytest.param("get_ticket", {}, f"ticket_id: required, {TICKET_ID_RULE}", id="get-missing"),
+        pytest.param(
+            "get_ticket", {"ticket_id": "TKT-104\n"}, f"ticket_id: {TICKET_ID_RULE}", id="get-id"
+        ),
+        pytest.param(
+            "search_tickets", [], "the arguments must be a JSON object", id="search-not-object"
+        ),
+        pytest.param(
+            "search_tickets",
+            {"tenant": "alpha"},
+            "the only arguments accepted are: status, query, limit, cursor",
+            id="search-unknown-key",
+        ),
+        pytest.param(
+            "search_tickets", {"status": "pending"}, 'status: one of "open", "closed"', id="status"
+        ),
+        pytest.param(
+            "search_tickets", {"query": ""}, "query: a string of 1 to 40 characters", id="query"
+        ),
+        pytest.param(
+            "search_tickets", {"limit": 11}, "limit: an integer from 1 to 10", id="limit-11"
+        ),
+        pytest.param(
+            "search_tickets", {"cursor": "TKT-1"}, f"cursor: {TICKET_ID_RULE}", id="cursor"
+        ),
+    ],
+)
+def test_detail_names_the_argument_and_rule(name: str, args: object, detail: str) -> None:
+    outcome = run_tool(name, args, ALPHA, fixture_records())
+    assert (outcome.result, outcome.detail) == (INVALID, detail)
+    assert execute_tool(name, args, ALPHA, fixture_records()) == INVALID
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "context", "result", "detail"),
+    [
+        pytest.param(
+            "list_tickets",
+            {},
+            ALPHA,
+            {"ok": False, "code": "unknown_tool"},
+            "unknown tool; the tools are: get_ticket, search_tickets",
+            id="unknown-tool",
+        ),
+        pytest.param(
+            "search_tickets",
+            {},
+            ALPHA_NO_READ,
+            {"ok": False, "code": "forbidden"},
+            "this session may not read tickets",
+            id="forbidden",
+        ),
+        pytest.param(
+            "get_ticket",
+            {"ticket_id": "TKT-999"},
+            ALPHA,
+            {"ok": False, "code": "not_found"},
+            "no ticket with that ID is visible in this session",
+            id="not-found",
+        ),
+        pytest.param(
+            "get_ticket",
+            {"ticket_id": "TKT-104"},
+            ALPHA,
+            {"ok": True, "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"}},
+            None,
+            id="success-has-no-detail",
+        ),
+    ],
+)
+def test_detail_of_the_other_outcomes(
+    name: str, args: object, context: dict[str, object], result: object, detail: str | None
+) -> None:
+    outcome = run_tool(name, args, context, fixture_records())
+    assert (outcome.result, outcome.detail) == (result, detail)
+    assert execute_tool(name, args, context, fixture_records()) == result
+
+
+@pytest.mark.parametrize(("tool", "arg"), ARGUMENT_RULES)
+def test_detail_is_phrased_from_the_declaration(tool: Tool, arg: Arg) -> None:
+    # A value of the wrong JSON type breaks every rule; the detail is the Arg's own.
+    args = {arg.name: [None]}
+    outcome = run_tool(tool.name, args, ALPHA, fixture_records())
+    assert (outcome.result, outcome.detail) == (INVALID, f"{arg.name}: {arg.rule}")
+
+
+@pytest.mark.parametrize(("tool", "arg"), ARGUMENT_RULES)
+@given(data=st.data())
+def test_detail_never_depends_on_the_value(tool: Tool, arg: Arg, data: st.DataObject) -> None:
+    value = data.draw(invalid_values(arg), label="value")
+    outcome = run_tool(tool.name, {arg.name: value}, ALPHA, fixture_records())
+    # One fixed sentence per rule: nothing of the value can be in it.
+    assert (outcome.result, outcome.detail) == (INVALID, f"{arg.name}: {arg.rule}")
+    assert execute_tool(tool.name, {arg.name: value}, ALPHA, fixture_records()) == INVALID
+    assert INJECTION_MARKER not in str(outcome.detail)
+
+
+@pytest.mark.parametrize("tool", list(REGISTRY), ids=lambda tool: tool.name)
+@given(key=instruction_texts, value=edge_json_values)
+def test_unknown_key_is_never_named(tool: Tool, key: str, value: object) -> None:
+    outcome = run_tool(tool.name, {key: value}, ALPHA, fixture_records())
+    allowed = ", ".join(arg.name for arg in tool.arguments)
+    assert (outcome.result, outcome.detail) == (
+        INVALID,
+        f"the only arguments accepted are: {allowed}",
+    )
+    assert INJECTION_MARKER not in str(outcome.detail)
+
+
+@given(name=instruction_texts, args=edge_json_values)
+def test_unknown_tool_name_is_never_echoed(name: str, args: object) -> None:
+    outcome = run_tool(name, args, ALPHA, fixture_records())
+    assert (outcome.result, outcome.detail) == (
+        {"ok": False, "code": "unknown_tool"},
+        "unknown tool; the tools are: get_ticket, search_tickets",
+    )

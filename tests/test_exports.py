@@ -1,0 +1,192 @@
+"""Each model API's export: pinned by a golden file, a valid JSON Schema inside, documented shape.
+
+Regenerate the golden files after a deliberate change with
+`UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_exports.py`: that run rewrites
+them and fails, so a drift never passes unnoticed; read the diff, then rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from ticket_tools import Tool, ToolRegistry, tool_declarations
+from ticket_tools.arguments import Arg, object_schema
+from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli import main
+from ticket_tools.exports import (
+    FORMATS,
+    GEMINI_REJECTED_KEYWORDS,
+    ExportFormat,
+    declaration_schema,
+    export_declarations,
+    without_keywords,
+)
+from ticket_tools.outcome import success
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def rendered(fmt: ExportFormat) -> str:
+    """The export as `ticket-tools declarations --format fmt` prints it."""
+    return json.dumps(export_declarations(fmt), indent=2, ensure_ascii=False) + "\n"
+
+
+def test_formats_are_the_six_model_apis() -> None:
+    assert FORMATS == ("json-schema", "openai", "openai-chat", "anthropic", "gemini", "mcp")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_export_matches_its_golden_file(fmt: ExportFormat) -> None:
+    path = GOLDEN / f"{fmt}.json"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(rendered(fmt), encoding="utf-8")
+        pytest.fail(f"rewrote {path.name}: read the diff, then rerun without UPDATE_GOLDEN")
+    assert rendered(fmt) == path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_schema_part_is_valid_draft_2020_12(fmt: ExportFormat) -> None:
+    for declaration in export_declarations(fmt):
+        Draft202012Validator.check_schema(declaration_schema(fmt, declaration))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_schema_part_is_the_one_derived_from_the_arguments(fmt: ExportFormat) -> None:
+    schemas = [declaration_schema(fmt, d) for d in export_declarations(fmt)]
+    assert schemas == [object_schema(tool.arguments) for tool in REGISTRY]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "expected"),
+    [
+        pytest.param(
+            "json-schema",
+            {"name": "t", "description": "d", "parameters": "S"},
+            id="json-schema",
+        ),
+        pytest.param(
+            "openai",
+            {
+                "type": "function",
+                "name": "t",
+                "description": "d",
+                "parameters": "S",
+                "strict": False,
+            },
+            id="openai-responses",
+        ),
+        pytest.param(
+            "openai-chat",
+            {
+                "type": "function",
+                "function": {"name": "t", "description": "d", "parameters": "S", "strict": False},
+            },
+            id="openai-chat-completions",
+        ),
+        pytest.param(
+            "anthropic",
+            {"name": "t", "description": "d", "input_schema": "S"},
+            id="anthropic",
+        ),
+        pytest.param(
+            "gemini",
+            {"name": "t", "description": "d", "parametersJsonSchema": "S"},
+            id="gemini",
+        ),
+        pytest.param(
+            "mcp",
+            {
+                "name": "t",
+                "description": "d",
+                "inputSchema": "S",
+                "annotations": {
+                    "readOnlyHint": True,
+                    "destructiveHint": False,
+                    "idempotentHint": True,
+                    "openWorldHint": False,
+                },
+            },
+            id="mcp",
+        ),
+    ],
+)
+def test_shape_of_each_format(fmt: ExportFormat, expected: dict[str, object]) -> None:
+    arguments = (Arg(name="n", type="integer", description="a number", minimum=0),)
+    registry = ToolRegistry([Tool("t", "d", arguments, lambda args, tenant, store: success())])
+    (declaration,) = export_declarations(fmt, registry)
+    schema = json.dumps(object_schema(arguments))
+    assert declaration == json.loads(json.dumps(expected).replace('"S"', schema))
+
+
+def test_no_gemini_schema_holds_a_rejected_keyword() -> None:
+    for declaration in export_declarations("gemini"):
+        schema = declaration_schema("gemini", declaration)
+        nodes = [schema, *schema["properties"].values()]  # type: ignore[attr-defined]
+        assert [key for node in nodes for key in node if key in GEMINI_REJECTED_KEYWORDS] == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "expected"),
+    [
+        pytest.param(
+            {"$schema": "x", "type": "object"},
+            {"type": "object"},
+            id="top-level",
+        ),
+        pytest.param(
+            {"type": "object", "properties": {"a": {"type": "string", "$schema": "x"}}},
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            id="in-a-property",
+        ),
+        pytest.param(
+            {"type": "object", "properties": {"$schema": {"type": "string"}}},
+            {"type": "object", "properties": {"$schema": {"type": "string"}}},
+            id="property-named-like-the-keyword-kept",
+        ),
+    ],
+)
+def test_without_keywords(schema: dict[str, object], expected: dict[str, object]) -> None:
+    before = json.dumps(schema)
+    assert without_keywords(schema, ("$schema",)) == expected
+    assert json.dumps(schema) == before
+
+
+# The strictest of the providers' documented name rules: OpenAI and Anthropic
+# allow [a-zA-Z0-9_-], Gemini wants a letter or "_" first and at most 63 or 64.
+PORTABLE_TOOL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_-]{0,62}")
+
+
+def test_every_tool_name_is_valid_for_every_provider() -> None:
+    names = [tool.name for tool in REGISTRY]
+    assert [name for name in names if PORTABLE_TOOL_NAME.fullmatch(name) is None] == []
+
+
+# --- `ticket-tools declarations --format F` -----------------------------------
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_cli_prints_each_format(fmt: ExportFormat, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["declarations", "--format", fmt]) == 0
+    out, err = capsys.readouterr()
+    assert (out, err) == (rendered(fmt), "")
+
+
+def test_cli_default_is_json_schema_as_before(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["declarations"]) == 0
+    out, _ = capsys.readouterr()
+    assert out == json.dumps(tool_declarations(), indent=2, ensure_ascii=False) + "\n"
+    assert out == rendered("json-schema")
+
+
+def test_cli_rejects_an_unknown_format(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["declarations", "--format", "cohere"])
+    assert exit_info.value.code == 2
+    _, err = capsys.readouterr()
+    assert "argument --format: invalid choice: 'cohere'" in err
