@@ -6,11 +6,29 @@ import heapq
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from operator import itemgetter
+from typing import Literal
 
 from ticket_tools.tickets import Ticket, public_view
 
 Records = Mapping[str, Mapping[str, object]]
 """The contract's store: "tenant:TKT-123" -> stored ticket (internal fields allowed)."""
+
+
+StoreFailure = Literal["missing", "locked", "schema", "unavailable"]
+"""Why a store cannot answer: no such database, another process holds a lock, the
+file is not a ticket database of this schema version, or any other I/O failure."""
+
+
+class StoreError(Exception):
+    """The store cannot answer (an infrastructure failure, never a model mistake).
+
+    Tool results have no code for this, so it is raised, not returned: the host
+    (the CLI, a server) reports it. `reason` says which failure; never parse the text.
+    """
+
+    def __init__(self, reason: StoreFailure, message: str) -> None:
+        super().__init__(message)
+        self.reason: StoreFailure = reason
 
 
 class TicketStore(ABC):
