@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 import tempfile
 import threading
@@ -12,7 +11,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from ticket_tools.store import Records, StoreError, TicketStore
-from ticket_tools.tickets import TICKET_ID_PATTERN, Ticket
+from ticket_tools.tickets import Ticket
 
 # Written into the file header so `open` can tell a ticket database of this schema
 # from any other SQLite file without guessing from table names.
@@ -258,16 +257,16 @@ def _row(position: int, key: object, stored: object) -> tuple[str, str, str, str
     ):
         raise RecordsError(f"{where}: id, title and status must be strings")
     ticket_id, title, status = str(stored["id"]), str(stored["title"]), str(stored["status"])
-    if re.fullmatch(TICKET_ID_PATTERN, ticket_id) is None:
-        raise RecordsError(f"{where}: the id is not TKT- followed by three digits")
     if type(key) is not str:
         raise RecordsError(f"{where}: the key is not a string")
+    # Any id without a ":" round-trips: SQLite compares TEXT as UTF-8 bytes, which
+    # orders exactly as Python orders str (by code point).
     tenant, separator, key_id = key.rpartition(":")
     # A tenant with a ":" would make "a:b:TKT-101" mean two things; the dict store
     # would show it to tenant "a" by prefix, a table only to tenant "a:b".
     if not separator or not tenant or ":" in tenant or key_id != ticket_id:
         raise RecordsError(f'{where}: the key is not "tenant:" followed by the ticket\'s own id')
-    if not all(_encodable(text) for text in (tenant, title, status)):
+    if not all(_encodable(text) for text in (tenant, ticket_id, title, status)):
         raise RecordsError(f"{where}: the text is not valid Unicode (a lone surrogate)")
     return (tenant, ticket_id, title, status)
 
