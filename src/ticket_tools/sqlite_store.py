@@ -105,11 +105,14 @@ class SQLiteStore(TicketStore):
             raise
 
     @classmethod
-    def open(
-        cls, path: str | os.PathLike[str], *, timeout: float = DEFAULT_BUSY_TIMEOUT
-    ) -> SQLiteStore:
-        """Open an existing ticket database file, read-only."""
+    def open(cls, path: str | os.PathLike[str], *, timeout: float | None = None) -> SQLiteStore:
+        """Open an existing ticket database file, read-only.
+
+        `timeout` is how long a read waits for another connection's write lock
+        before failing as "locked" (default DEFAULT_BUSY_TIMEOUT seconds).
+        """
         path = Path(path)
+        timeout = DEFAULT_BUSY_TIMEOUT if timeout is None else timeout
         if not path.exists():
             raise StoreError("missing", f"no database at {path}")
         try:
