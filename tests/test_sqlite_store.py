@@ -361,6 +361,15 @@ def test_import_never_overwrites(database: Path) -> None:
     assert database.read_bytes() == before
 
 
+def test_import_never_overwrites_a_file_created_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "tickets.sqlite"
+    with pytest.raises(FileExistsError):
+        write_database(path, fixture_records(), on_progress=lambda done, total: path.touch())
+    assert [(child.name, child.read_bytes()) for child in tmp_path.iterdir()] == [
+        ("tickets.sqlite", b"")
+    ]
+
+
 def test_import_reports_progress_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_store, "IMPORT_BATCH", 4)
     seen: list[tuple[int, int]] = []

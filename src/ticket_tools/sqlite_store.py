@@ -196,7 +196,7 @@ def write_database(
 ) -> int:
     """Write `records` into a new ticket database file; return the ticket count.
 
-    The file is built beside `path` under a temporary name and renamed into place
+    The file is built beside `path` under a temporary name and linked into place
     when complete, so a failed import leaves nothing behind and a reader never sees
     a half-built database. An existing `path` is never overwritten.
     """
@@ -215,12 +215,11 @@ def write_database(
             _insert(connection, rows, on_progress)
         finally:
             connection.close()
-        if path.exists():
-            raise FileExistsError(f"{path} already exists")
-        os.replace(temporary, path)
+        # A hard link puts the complete file in place, and fails if `path` appeared
+        # meanwhile: unlike a rename, it never replaces a file.
+        os.link(temporary, path)
     finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+        os.unlink(temporary)
     return len(rows)
 
 
