@@ -22,7 +22,7 @@ LIMIT = 5
 # A run lasts at least this long, so that fast calls are timed over many loops.
 MIN_RUN_SECONDS = 0.02
 # Runs per figure; the best is kept (the machine may be shared).
-ROUNDS = 15
+ROUNDS = 40
 TITLES = (
     "Login fails after password reset",
     "Settings page shows wrong time zone",
@@ -51,13 +51,17 @@ def _records(size: int) -> dict[str, dict[str, str]]:
 def _best_microseconds(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
     """Return each call's best per-call time in microseconds, over ROUNDS interleaved runs.
 
-    Interleaving the calls and keeping the best run keeps the comparison fair on a
-    shared machine: a burst of load slows one run, not one column.
+    Interleaving the calls in a rotating order and keeping the best run keeps the
+    comparison fair on a shared machine: a burst of load slows one run, not one column.
     """
     loops = {name: _loops(call) for name, call in calls.items()}
     best = dict.fromkeys(calls, float("inf"))
-    for _ in range(ROUNDS):
-        for name, call in calls.items():
+    names = list(calls)
+    for round_number in range(ROUNDS):
+        # Rotate the order, so no column always runs right after the same other one.
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            call = calls[name]
             start = time.perf_counter()
             for _ in range(loops[name]):
                 call()

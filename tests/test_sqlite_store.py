@@ -119,7 +119,7 @@ def test_text_filter_traps(make_store: StoreFactory, query: str, ids: list[str])
         pytest.param("%", [f"TKT-{n}" for n in range(101, 113)], id="%"),
         pytest.param("e_c", ["TKT-103", "TKT-104", "TKT-109"], id="_"),
         pytest.param("école", [], id="É"),
-        pytest.param("strasse", ["TKT-110"], id="ß"),
+        pytest.param("ẞ", [], id="ẞ"),
     ],
 )
 def test_naive_sql_would_break_the_traps(query: str, naive_ids: list[str]) -> None:
