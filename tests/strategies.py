@@ -7,10 +7,11 @@ from hypothesis import strategies as st
 # --- Multi-tenant stores and page requests, for the dict-vs-SQLite differential test ---
 
 # Characters where a database's text handling parts from Python's: LIKE wildcards
-# (% _) and escape (\), letters whose lowercase is non-ASCII or longer (É İ ẞ K Σ),
-# one that lower() does not fold to "ss" (ß), and NUL.
-# Greek capital, small and final sigma are written as escapes (they look like Latin).
-STORE_TRAP_TEXT = "aAbB %_\\ÉéİiIßsSẞKk\u03a3\u03c3\u03c2\x00"
+# (% _) and escape (\), letters whose lowercase is non-ASCII or longer (É İ ẞ Σ) or
+# ASCII from non-ASCII (the Kelvin sign), one that lower() does not fold to "ss" (ß),
+# and NUL. Look-alikes of Latin letters (Kelvin sign; Greek capital, small and final
+# sigma) are written as escapes.
+STORE_TRAP_TEXT = "aAbB %_\\ÉéİiIßsSẞKk\u212a\u03a3\u03c3\u03c2\x00"
 STORE_TENANTS = ("alpha", "beta", "a", "É")
 # Tenants that hold nothing: a prefix of a real tenant, and one shaped like a key.
 STORE_ABSENT_TENANTS = ("alph", "delta", "alpha:TKT-001")
