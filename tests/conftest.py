@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from ticket_tools import Records, TicketStore
+from ticket_tools.sqlite_store import SQLiteStore
 
 settings.register_profile("default", max_examples=200, deadline=None)
 # `make fuzz`: the deep run over many generated calls.
@@ -25,6 +26,8 @@ StoreFactory = Callable[[Records], Records | TicketStore]
 STORE_FACTORIES: dict[str, StoreFactory] = {
     # The contract's own shape: execute_tool wraps the plain dict in a DictStore.
     "dict": lambda records: records,
+    # The same records in an in-memory SQLite table (internal fields dropped at import).
+    "sqlite": SQLiteStore.from_records,
 }
 
 

@@ -32,6 +32,13 @@ PREFIX_RECORDS = {
     "alphabet:TKT-001": {**ticket("TKT-001", "alphabet one"), "internal_note": "ab1"},
     "alphabet:TKT-002": {**ticket("TKT-002", "alphabet two"), "internal_note": "ab2"},
     "alph:TKT-003": {**ticket("TKT-003", "alph three"), "internal_note": "a3"},
+}
+
+# Keys a database import refuses (see test_sqlite_store), so only the dict holds them.
+MALFORMED_KEY_RECORDS = {
+    "alpha:TKT-001": ticket("TKT-001", "alpha one"),
+    "alpha:x:TKT-002": ticket("TKT-002", "tenant alpha:x"),
+    "alpha::TKT-003": ticket("TKT-003", "tenant alpha:"),
     "TKT-004": ticket("TKT-004", "no tenant at all"),
     ":TKT-005": ticket("TKT-005", "empty tenant"),
 }
@@ -283,3 +290,21 @@ def test_results_are_fresh_each_call(make_store: StoreFactory) -> None:
     second = execute_tool("get_ticket", {"ticket_id": "TKT-104"}, ALPHA, store)
     assert first == second
     assert first["ticket"] is not second["ticket"]
+
+
+@pytest.mark.parametrize(
+    ("tenant", "expected"),
+    [
+        pytest.param("alpha", page([ticket("TKT-001", "alpha one")]), id="alpha"),
+        pytest.param("alpha:x", page([ticket("TKT-002", "tenant alpha:x")]), id="colon-tenant"),
+        pytest.param("alpha:", page([ticket("TKT-003", "tenant alpha:")]), id="trailing-colon"),
+        pytest.param("alph", page([]), id="prefix-of-alpha"),
+    ],
+)
+def test_a_key_belongs_to_the_tenant_before_its_last_colon(
+    tenant: str, expected: dict[str, object]
+) -> None:
+    # The brief's "key starts with tenant + ':'" made exact: tenant names that
+    # contain ':' cannot see each other's tickets.
+    context = {"tenant": tenant, "can_read_tickets": True}
+    assert execute_tool("search_tickets", {}, context, MALFORMED_KEY_RECORDS) == expected

@@ -6,7 +6,7 @@ from ticket_tools.execute import Context, execute_tool, run_tool
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.outcome import Code, Outcome
 from ticket_tools.registry import Tool, ToolRegistry
-from ticket_tools.store import DictStore, Records, TicketStore
+from ticket_tools.store import DictStore, Records, StoreError, TicketStore
 from ticket_tools.tickets import Ticket
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "DictStore",
     "Outcome",
     "Records",
+    "StoreError",
     "Ticket",
     "TicketStore",
     "Tool",

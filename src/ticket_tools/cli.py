@@ -13,7 +13,12 @@ from ticket_tools.acceptance import run_acceptance
 from ticket_tools.execute import execute_tool
 from ticket_tools.exports import FORMATS, export_declarations
 from ticket_tools.fixtures import fixture_records
-from ticket_tools.store import Records, TicketStore
+from ticket_tools.progress import ProgressBar
+from ticket_tools.sqlite_store import RecordsError, SQLiteStore, write_database
+from ticket_tools.store import Records, StoreError, TicketStore
+
+# Below this many tickets an import is too quick for a progress bar to help.
+PROGRESS_MIN_TICKETS = 50_000
 
 
 class CommandError(Exception):
@@ -26,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     try:
         status: int = options.run(options)
-    except CommandError as error:
+    except (CommandError, StoreError) as error:
         print(f"ticket-tools: {error}", file=sys.stderr)
         return 2
     return status
@@ -74,19 +79,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_store_options(serve)
     serve.set_defaults(run=_run_serve)
+
+    load = commands.add_parser(
+        "import", help="copy a records JSON file into a new SQLite ticket database"
+    )
+    load.add_argument("records", type=Path, help='a JSON object of "tenant:TKT-123" -> ticket')
+    load.add_argument(
+        "--db", type=Path, required=True, metavar="FILE", help="the database file to create"
+    )
+    load.set_defaults(run=_run_import)
     return parser
 
 
 def _add_store_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
         "--records",
         type=Path,
         metavar="FILE",
         help='a JSON object of "tenant:TKT-123" -> ticket (default: the built-in fixture store)',
     )
+    source.add_argument(
+        "--db",
+        type=Path,
+        metavar="FILE",
+        help="an SQLite ticket database made by `ticket-tools import`, opened read-only",
+    )
 
 
 def _open_store(options: argparse.Namespace) -> Records | TicketStore:
+    if options.db is not None:
+        return SQLiteStore.open(options.db)
     if options.records is None:
         return fixture_records()
     return _load_records(options.records)
@@ -130,6 +153,26 @@ def _run_serve(options: argparse.Namespace) -> int:
 
     context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
     mcp_server.serve(context, _open_store(options))
+    return 0
+
+
+def _run_import(options: argparse.Namespace) -> int:
+    records = _load_records(options.records)
+    bar = None
+    if sys.stderr.isatty() and len(records) >= PROGRESS_MIN_TICKETS:
+        bar = ProgressBar(sys.stderr, "importing")
+    try:
+        count = write_database(options.db, records, on_progress=None if bar is None else bar.update)
+    except RecordsError as error:
+        raise CommandError(f"{options.records}: {error}") from None
+    except FileExistsError:
+        raise CommandError(f"{options.db} already exists; import only creates new files") from None
+    except OSError as error:
+        raise CommandError(f"cannot write {options.db}: {type(error).__name__}") from None
+    finally:
+        if bar is not None:
+            bar.finish()
+    print(f"imported {count} tickets into {options.db}")
     return 0
 
 

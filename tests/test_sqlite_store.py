@@ -1,0 +1,487 @@
+"""SQLiteStore: index use, the contract's text semantics, schema errors, import, differential."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import cast
+
+import pytest
+from hypothesis import given
+
+from conftest import StoreFactory
+from strategies import multi_tenant_records, store_page_requests, store_search_args
+from ticket_tools import (
+    DictStore,
+    Records,
+    TicketStore,
+    execute_tool,
+    fixture_records,
+    sqlite_store,
+)
+from ticket_tools.acceptance import CALLS, AcceptanceCall
+from ticket_tools.sqlite_store import RecordsError, SQLiteStore, write_database
+from ticket_tools.store import StoreError
+
+
+@pytest.fixture
+def fixture_store() -> Iterator[SQLiteStore]:
+    with SQLiteStore.from_records(fixture_records()) as store:
+        yield store
+
+
+def as_store(made: Records | TicketStore) -> TicketStore:
+    return made if isinstance(made, TicketStore) else DictStore(made)
+
+
+# --- The page query reads the primary key: no full scan, no sort ---
+
+
+@pytest.mark.parametrize("status", [None, "open"], ids=["any-status", "status"])
+@pytest.mark.parametrize("query", [None, "login"], ids=["no-query", "query"])
+@pytest.mark.parametrize(
+    ("after", "plan"),
+    [
+        pytest.param(None, ["SEARCH tickets USING PRIMARY KEY (tenant=?)"], id="first-page"),
+        pytest.param(
+            "TKT-104", ["SEARCH tickets USING PRIMARY KEY (tenant=? AND id>?)"], id="cursor"
+        ),
+    ],
+)
+def test_page_query_searches_the_primary_key(
+    fixture_store: SQLiteStore,
+    status: str | None,
+    query: str | None,
+    after: str | None,
+    plan: list[str],
+) -> None:
+    # One SEARCH line and nothing else: no "SCAN tickets" and no
+    # "USE TEMP B-TREE FOR ORDER BY", because the key order is the ORDER BY.
+    assert fixture_store.query_plan(status=status, query=query, after=after) == plan
+
+
+# --- The contract's text semantics, where SQLite's own would differ ---
+
+TRAP_RECORDS = {
+    f"alpha:{ticket_id}": {"id": ticket_id, "title": title, "status": "open"}
+    for ticket_id, title in [
+        ("TKT-101", "100% done"),
+        ("TKT-102", "1000 done"),
+        ("TKT-103", "snake_case name"),
+        ("TKT-104", "snakeXcase name"),
+        ("TKT-105", "C:\\temp\\new"),
+        ("TKT-106", "ÉCOLE fermée"),
+        ("TKT-107", "École"),
+        ("TKT-108", "İstanbul office"),
+        ("TKT-109", "Straße closed"),
+        ("TKT-110", "STRASSE open"),
+        ("TKT-111", "5 \u212a probe"),  # KELVIN SIGN, lowercases to ASCII "k"
+        ("TKT-112", "ΟΔΟΣ works"),
+    ]
+}
+
+TRAPS = [
+    pytest.param("%", ["TKT-101"], id="percent-is-literal"),
+    pytest.param("0%", ["TKT-101"], id="percent-after-text"),
+    pytest.param("_", ["TKT-103"], id="underscore-is-literal"),
+    pytest.param("e_c", ["TKT-103"], id="underscore-not-any-char"),
+    pytest.param("\\", ["TKT-105"], id="backslash-is-literal"),
+    pytest.param("\\t", ["TKT-105"], id="backslash-is-not-an-escape"),
+    pytest.param("école", ["TKT-106", "TKT-107"], id="non-ascii-lowercase-query"),
+    pytest.param("ÉCOLE", ["TKT-106", "TKT-107"], id="non-ascii-uppercase-query"),
+    pytest.param("FERMÉE", ["TKT-106"], id="non-ascii-inside-word"),
+    pytest.param("İSTANBUL", ["TKT-108"], id="dotted-capital-i-both-sides"),
+    pytest.param("istanbul", [], id="dotted-capital-i-lowers-to-two-chars"),
+    pytest.param("stanbul", ["TKT-108"], id="dotted-capital-i-rest-of-word"),
+    pytest.param("ß", ["TKT-109"], id="sharp-s"),
+    pytest.param("ẞ", ["TKT-109"], id="capital-sharp-s-lowers-to-sharp-s"),
+    pytest.param("strasse", ["TKT-110"], id="lower-is-not-casefold"),
+    pytest.param("STRAßE", ["TKT-109"], id="sharp-s-in-uppercase-query"),
+    pytest.param("K P", ["TKT-111"], id="kelvin-sign-lowers-to-ascii-k"),
+    pytest.param("Σ", [], id="final-sigma-is-not-sigma"),
+    pytest.param("ΟΣ", ["TKT-112"], id="final-sigma-in-query-and-title"),
+    pytest.param("X", ["TKT-104"], id="ascii-case-folding"),
+]
+
+
+@pytest.mark.parametrize(("query", "ids"), TRAPS)
+def test_text_filter_traps(make_store: StoreFactory, query: str, ids: list[str]) -> None:
+    store = as_store(make_store(TRAP_RECORDS))
+    found = store.page("alpha", status=None, query=query, after=None, count=20)
+    assert [ticket["id"] for ticket in found] == ids
+
+
+@pytest.mark.parametrize(
+    ("query", "naive_ids"),
+    [
+        pytest.param("%", [f"TKT-{n}" for n in range(101, 113)], id="%"),
+        pytest.param("e_c", ["TKT-103", "TKT-104", "TKT-109"], id="_"),
+        pytest.param("école", [], id="É"),
+        pytest.param("ẞ", [], id="ẞ"),
+    ],
+)
+def test_naive_sql_would_break_the_traps(query: str, naive_ids: list[str]) -> None:
+    # The tempting query, lower() and LIKE, answers differently: the traps are real.
+    with sqlite3.connect(":memory:") as connection:
+        connection.execute("CREATE TABLE t (id TEXT, title TEXT)")
+        connection.executemany(
+            "INSERT INTO t VALUES (?, ?)", [(t["id"], t["title"]) for t in TRAP_RECORDS.values()]
+        )
+        rows = connection.execute(
+            "SELECT id FROM t WHERE lower(title) LIKE '%' || lower(?) || '%' ORDER BY id",
+            (query,),
+        ).fetchall()
+    connection.close()
+    assert [row[0] for row in rows] == naive_ids
+
+
+# --- Opening a database: missing, locked, wrong schema ---
+
+
+def _write_other_sqlite(path: Path, statements: list[str]) -> None:
+    connection = sqlite3.connect(path)
+    for statement in statements:
+        connection.execute(statement)
+    connection.commit()
+    connection.close()
+
+
+def _wrong_version(path: Path) -> None:
+    write_database(path, fixture_records())
+    _write_other_sqlite(path, ["PRAGMA user_version = 2"])
+
+
+SCHEMA_CASES = [
+    pytest.param(lambda path: None, "missing", "no database at {path}", id="missing"),
+    pytest.param(Path.mkdir, "unavailable", "cannot read {path} (OperationalError)", id="dir"),
+    pytest.param(
+        lambda path: path.write_text('{"alpha:TKT-101": {}}'),
+        "schema",
+        "{path} is not an SQLite database",
+        id="json-file",
+    ),
+    pytest.param(
+        Path.touch,
+        "schema",
+        "{path} is not a ticket-tools database (schema version 1)",
+        id="empty-file",
+    ),
+    pytest.param(
+        lambda path: _write_other_sqlite(path, ["CREATE TABLE tickets (key TEXT, body TEXT)"]),
+        "schema",
+        "{path} is not a ticket-tools database (schema version 1)",
+        id="other-sqlite-database",
+    ),
+    pytest.param(
+        _wrong_version,
+        "schema",
+        "{path} is not a ticket-tools database (schema version 1)",
+        id="newer-schema-version",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "reason", "message"), SCHEMA_CASES)
+def test_open_refuses(
+    tmp_path: Path, make: Callable[[Path], object], reason: str, message: str
+) -> None:
+    path = tmp_path / "tickets.sqlite"
+    make(path)
+    with pytest.raises(StoreError) as raised:
+        SQLiteStore.open(path)
+    assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, fixture_records())
+    return path
+
+
+@pytest.fixture
+def exclusive_lock(database: Path) -> Iterator[sqlite3.Connection]:
+    writer = sqlite3.connect(database, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    yield writer
+    writer.execute("ROLLBACK")
+    writer.close()
+
+
+def test_open_refuses_a_locked_database(database: Path, exclusive_lock: object) -> None:
+    with pytest.raises(StoreError) as raised:
+        SQLiteStore.open(database, timeout=0)
+    assert (raised.value.reason, str(raised.value)) == (
+        "locked",
+        f"{database} is locked by another connection; try again",
+    )
+
+
+def test_page_on_a_database_locked_after_open(database: Path) -> None:
+    with SQLiteStore.open(database, timeout=0) as store:
+        writer = sqlite3.connect(database, isolation_level=None)
+        writer.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(StoreError) as raised:
+            store.page("alpha", status=None, query=None, after=None, count=2)
+        writer.execute("ROLLBACK")
+        writer.close()
+        assert raised.value.reason == "locked"
+        # The lock is gone: the same store answers again.
+        assert store.get("alpha", "TKT-101") == {
+            "id": "TKT-101",
+            "title": "Login fails after password reset",
+            "status": "open",
+        }
+
+
+def test_closed_store_raises_store_error(database: Path) -> None:
+    store = SQLiteStore.open(database)
+    store.close()
+    with pytest.raises(StoreError) as raised:
+        store.get("alpha", "TKT-101")
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot read {database} (ProgrammingError)",
+    )
+
+
+def test_opened_store_cannot_write(database: Path) -> None:
+    with SQLiteStore.open(database) as store, pytest.raises(sqlite3.OperationalError):
+        store._connection.execute("DELETE FROM tickets")  # the store's own connection
+
+
+# --- Import: what is kept, what is refused ---
+
+
+def test_import_keeps_only_the_public_fields(database: Path) -> None:
+    connection = sqlite3.connect(database)
+    rows = connection.execute("SELECT * FROM tickets").fetchall()
+    connection.close()
+    assert rows == [
+        ("alpha", "TKT-101", "Login fails after password reset", "open"),
+        ("alpha", "TKT-102", "CSV export times out", "closed"),
+        ("alpha", "TKT-104", "Settings crash", "open"),
+        ("alpha", "TKT-107", "Login page slow on mobile", "open"),
+        ("alpha", "TKT-110", "Invoice PDF missing logo", "closed"),
+        ("alpha", "TKT-112", "Settings page shows wrong time zone", "open"),
+        ("alpha", "TKT-115", "Password reset email delayed", "closed"),
+        ("beta", "TKT-103", "Refund not received", "open"),
+        ("beta", "TKT-104", "Private billing issue", "closed"),
+        ("beta", "TKT-108", "Login fails after SSO change", "open"),
+    ]
+    # Internal notes are dropped, not hidden: they are nowhere in the file.
+    assert [note in database.read_bytes() for note in (b"Escalated", b"Security", b"approved")] == [
+        False,
+        False,
+        False,
+    ]
+
+
+def test_import_round_trip_matches_the_dict_store(database: Path) -> None:
+    records = fixture_records()
+    dict_store = DictStore(records)
+    with SQLiteStore.open(database) as store:
+        for key in records:
+            tenant, ticket_id = key.split(":")
+            assert store.get(tenant, ticket_id) == dict_store.get(tenant, ticket_id)
+        for tenant in ("alpha", "beta", "gamma"):
+            assert store.page(tenant, status=None, query=None, after=None, count=11) == (
+                dict_store.page(tenant, status=None, query=None, after=None, count=11)
+            )
+
+
+def _records(key: str, **ticket: object) -> dict[str, object]:
+    return {key: {"id": "TKT-101", "title": "t", "status": "open", **ticket}}
+
+
+def _with_non_str_key() -> Records:
+    records = cast("dict[object, object]", fixture_records())
+    records[7] = {"id": "TKT-101", "title": "t", "status": "open"}
+    return cast(Records, records)
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        pytest.param(
+            _records("alpha:TKT-101", title=7),
+            "record 1 (in file order): id, title and status must be strings",
+            id="title-not-str",
+        ),
+        pytest.param(
+            {"alpha:TKT-101": ["TKT-101"]},
+            "record 1 (in file order): id, title and status must be strings",
+            id="ticket-not-object",
+        ),
+        pytest.param(
+            _records("TKT-101"),
+            'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
+            id="no-tenant",
+        ),
+        pytest.param(
+            _records(":TKT-101"),
+            'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
+            id="empty-tenant",
+        ),
+        pytest.param(
+            _records("a:b:TKT-101"),
+            'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
+            id="colon-in-tenant",
+        ),
+        pytest.param(
+            _records("alpha:TKT-102"),
+            'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
+            id="key-id-differs",
+        ),
+        pytest.param(
+            _records("alpha:TKT-101", title="\ud800"),
+            "record 1 (in file order): the text is not valid Unicode (a lone surrogate)",
+            id="lone-surrogate",
+        ),
+        pytest.param(
+            _with_non_str_key(),
+            "record 11 (in file order): the key is not a string",
+            id="key-not-str",
+        ),
+    ],
+)
+def test_import_refuses_malformed_records(tmp_path: Path, records: Records, message: str) -> None:
+    with pytest.raises(RecordsError) as raised:
+        write_database(tmp_path / "tickets.sqlite", records)
+    assert str(raised.value) == message
+    assert list(tmp_path.iterdir()) == []  # no database and no temporary file
+
+
+def test_import_never_overwrites(database: Path) -> None:
+    before = database.read_bytes()
+    with pytest.raises(FileExistsError):
+        write_database(database, {})
+    assert database.read_bytes() == before
+
+
+def test_import_never_overwrites_a_file_created_meanwhile(tmp_path: Path) -> None:
+    path = tmp_path / "tickets.sqlite"
+    with pytest.raises(FileExistsError):
+        write_database(path, fixture_records(), on_progress=lambda done, total: path.touch())
+    assert [(child.name, child.read_bytes()) for child in tmp_path.iterdir()] == [
+        ("tickets.sqlite", b"")
+    ]
+
+
+def test_import_reports_progress_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_store, "IMPORT_BATCH", 4)
+    seen: list[tuple[int, int]] = []
+    count = write_database(
+        tmp_path / "tickets.sqlite",
+        fixture_records(),
+        on_progress=lambda done, total: seen.append((done, total)),
+    )
+    assert (count, seen) == (10, [(4, 10), (8, 10), (10, 10)])
+
+
+def test_from_records_with_a_file_path(tmp_path: Path) -> None:
+    with SQLiteStore.from_records(fixture_records(), tmp_path / "t.sqlite") as store:
+        assert store.get("beta", "TKT-104") == {
+            "id": "TKT-104",
+            "title": "Private billing issue",
+            "status": "closed",
+        }
+
+
+# --- Paging while another connection writes ---
+
+
+def _ids(result: dict[str, object]) -> tuple[list[object], object]:
+    tickets = result["tickets"]
+    assert isinstance(tickets, list)
+    return [ticket["id"] for ticket in tickets], result["next_cursor"]
+
+
+def test_page_walk_under_concurrent_writes(database: Path) -> None:
+    alpha = {"tenant": "alpha", "can_read_tickets": True}
+    writer = sqlite3.connect(database, isolation_level=None)
+    with SQLiteStore.open(database) as store:
+        pages = [_ids(execute_tool("search_tickets", {"limit": 2}, alpha, store))]
+        # Behind the cursor (TKT-102): an insert and a delete; ahead: the same.
+        writer.execute("INSERT INTO tickets VALUES ('alpha', 'TKT-100', 'new, behind', 'open')")
+        writer.execute("DELETE FROM tickets WHERE tenant = 'alpha' AND id = 'TKT-101'")
+        writer.execute("INSERT INTO tickets VALUES ('alpha', 'TKT-105', 'new, ahead', 'open')")
+        writer.execute("DELETE FROM tickets WHERE tenant = 'alpha' AND id = 'TKT-107'")
+        args = {"limit": 2, "cursor": pages[-1][1]}
+        pages.append(_ids(execute_tool("search_tickets", args, alpha, store)))
+        # The cursor ticket itself disappears: a cursor is a position, so paging goes on.
+        writer.execute("DELETE FROM tickets WHERE tenant = 'alpha' AND id = 'TKT-105'")
+        args = {"limit": 2, "cursor": pages[-1][1]}
+        pages.append(_ids(execute_tool("search_tickets", args, alpha, store)))
+    writer.close()
+    assert pages == [
+        (["TKT-101", "TKT-102"], "TKT-102"),
+        (["TKT-104", "TKT-105"], "TKT-105"),
+        (["TKT-110", "TKT-112"], "TKT-112"),
+    ]
+
+
+def test_store_is_usable_from_another_thread(fixture_store: SQLiteStore) -> None:
+    found: list[object] = []
+    thread = threading.Thread(target=lambda: found.append(fixture_store.get("beta", "TKT-103")))
+    thread.start()
+    thread.join()
+    assert found == [{"id": "TKT-103", "title": "Refund not received", "status": "open"}]
+
+
+# --- The brief's acceptance calls, on SQLite (the full suites also run via make_store) ---
+
+
+@pytest.mark.parametrize("call", [pytest.param(call, id=call.label) for call in CALLS])
+def test_acceptance_call_on_sqlite(fixture_store: SQLiteStore, call: AcceptanceCall) -> None:
+    assert execute_tool(call.name, call.args, call.context, fixture_store) == call.expected
+
+
+# --- Differential: the dict store and SQLite agree on generated multi-tenant stores ---
+
+
+@given(records=multi_tenant_records(), request=store_page_requests)
+def test_page_matches_the_dict_store(
+    records: dict[str, dict[str, str]], request: dict[str, object]
+) -> None:
+    tenant, status, query, after, count = (
+        request["tenant"],
+        request["status"],
+        request["query"],
+        request["after"],
+        request["count"],
+    )
+    assert isinstance(tenant, str)
+    assert status is None or isinstance(status, str)
+    assert query is None or isinstance(query, str)
+    assert after is None or isinstance(after, str)
+    assert isinstance(count, int)
+    expected = DictStore(records).page(tenant, status=status, query=query, after=after, count=count)
+    with SQLiteStore.from_records(records) as store:
+        found = store.page(tenant, status=status, query=query, after=after, count=count)
+    assert found == expected
+
+
+@given(records=multi_tenant_records(), args=store_search_args)
+def test_search_walk_matches_the_dict_store(
+    records: dict[str, dict[str, str]], args: dict[str, object]
+) -> None:
+    with SQLiteStore.from_records(records) as store:
+        for tenant in ("alpha", "beta", "a", "É", "alph"):
+            context = {"tenant": tenant, "can_read_tickets": True}
+            cursor: object = None
+            for _ in range(len(records) + 1):
+                page_args = args if cursor is None else {**args, "cursor": cursor}
+                expected = execute_tool("search_tickets", page_args, context, records)
+                assert execute_tool("search_tickets", page_args, context, store) == expected
+                cursor = expected["next_cursor"]
+                if cursor is None:
+                    break
+            for key in records:
+                ticket_id = key.rpartition(":")[2]
+                get_args = {"ticket_id": ticket_id}
+                assert execute_tool("get_ticket", get_args, context, store) == (
+                    execute_tool("get_ticket", get_args, context, records)
+                )
