@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Sequence
@@ -57,6 +58,16 @@ def _parser() -> argparse.ArgumentParser:
         "declarations", help="print the tool declarations the model receives, as JSON"
     )
     declarations.set_defaults(run=_run_declarations)
+
+    serve = commands.add_parser(
+        "serve", help="serve the tools to an assistant host over MCP (stdio), for one session"
+    )
+    serve.add_argument("--tenant", required=True, help="the trusted tenant of the session")
+    serve.add_argument(
+        "--no-read", action="store_true", help="serve a session without read permission"
+    )
+    _add_store_options(serve)
+    serve.set_defaults(run=_run_serve)
     return parser
 
 
@@ -81,7 +92,7 @@ def _run_acceptance(options: argparse.Namespace) -> int:
 
 
 def _run_call(options: argparse.Namespace) -> int:
-    text = sys.stdin.read() if options.args == "-" else options.args
+    text = _read_stdin() if options.args == "-" else options.args
     args = _parse_json(text, "the arguments")
     context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
     result = execute_tool(options.name, args, context, _open_store(options))
@@ -91,6 +102,28 @@ def _run_call(options: argparse.Namespace) -> int:
 
 def _run_declarations(options: argparse.Namespace) -> int:
     print(json.dumps(tool_declarations(), indent=2, ensure_ascii=False))
+    return 0
+
+
+def _read_stdin() -> str:
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError:
+        # JSON is UTF-8: undecodable bytes are malformed JSON, not a crash.
+        raise CommandError("the arguments are not valid JSON (UnicodeDecodeError)") from None
+
+
+def _run_serve(options: argparse.Namespace) -> int:
+    # Imported here: the MCP SDK is an optional extra, and every other command
+    # runs on the standard library alone.
+    # Asked before importing, so that a fault inside mcp_server is not mistaken
+    # for a missing extra.
+    if importlib.util.find_spec("mcp") is None:
+        raise CommandError("serve needs the MCP SDK: pip install 'ticket-tools[mcp]'")
+    from ticket_tools import mcp_server  # noqa: PLC0415
+
+    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    mcp_server.serve(context, _open_store(options))
     return 0
 
 
@@ -110,7 +143,7 @@ def _load_records(path: Path) -> Records:
     records = _parse_json(text, f"the records in {path}")
     if not isinstance(records, dict) or not all(
         isinstance(ticket, dict)
-        and all(type(ticket.get(field)) is str for field in ("id", "title", "status"))
+        and all(_is_printable_text(ticket.get(field)) for field in ("id", "title", "status"))
         for ticket in records.values()
     ):
         raise CommandError(
@@ -118,3 +151,15 @@ def _load_records(path: Path) -> Records:
             '"tenant:TKT-123" -> {"id", "title", "status", ...}'
         )
     return records
+
+
+def _is_printable_text(value: object) -> bool:
+    # JSON can escape a lone surrogate ("\ud800"); it has no UTF-8 form, so
+    # printing a result that holds it would crash instead of printing.
+    if type(value) is not str:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

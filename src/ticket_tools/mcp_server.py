@@ -1,0 +1,112 @@
+"""The MCP adapter: serve the registered tools over stdio with the official `mcp` SDK.
+
+Needs the `mcp` extra (`pip install 'ticket-tools[mcp]'`); the core never imports
+this module. The server uses the SDK's low-level `Server`, which forwards each
+call's arguments untouched, so every check is the core's own (`run_tool`): the
+same order of checks and the same results as `execute_tool`.
+
+One process serves one authenticated session: the trusted context is fixed when
+the server starts and no tool argument can change it.
+
+What a client receives for `tools/call`:
+- success: `structuredContent` is the result dict, and one text block holds the
+  same JSON;
+- invalid_arguments, forbidden, not_found: `isError: true`, `structuredContent`
+  is the result dict ({"ok": false, "code": ...}) and the text block reads
+  "code: detail" (which argument and rule, never the value given);
+- an unknown tool: a JSON-RPC error -32602 (a protocol error, as the MCP
+  specification 2025-11-25 asks), whose message names the registered tools but
+  never echoes the name asked for;
+- a fault inside a handler: a JSON-RPC error -32603 "Internal error"; the
+  traceback goes to stderr, never to the client.
+
+No tool declares an `outputSchema`: tools/list stays identical to the `mcp`
+export of the declarations, and the result shape is already in each description.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from importlib.metadata import version
+
+import anyio
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+
+from ticket_tools.execute import Context, run_tool
+from ticket_tools.exports import export_declarations
+from ticket_tools.outcome import Outcome
+from ticket_tools.store import Records, TicketStore
+
+SERVER_NAME = "ticket-tools"
+INTERNAL_ERROR_MESSAGE = "Internal error"
+
+logger = logging.getLogger(__name__)
+
+
+def call_result(outcome: Outcome) -> types.CallToolResult:
+    """Turn a core outcome into an MCP tool result; an unknown tool raises a protocol error.
+
+    {"ok": True, "tickets": [...], ...} becomes structuredContent plus its JSON as text;
+    {"ok": False, "code": "forbidden"} becomes an isError result reading
+    "forbidden: this session may not read tickets".
+    """
+    result = outcome.result
+    if result["ok"] is True:
+        text = json.dumps(result, ensure_ascii=False)
+        return types.CallToolResult(
+            content=[types.TextContent(text=text)], structured_content=result
+        )
+    code = result["code"]
+    message = f"{code}: {outcome.detail}"
+    if code == "unknown_tool":
+        raise MCPError(code=types.INVALID_PARAMS, message=message)
+    return types.CallToolResult(
+        content=[types.TextContent(text=message)], structured_content=result, is_error=True
+    )
+
+
+def build_server(context: Context, store: Records | TicketStore) -> Server:
+    """Return an MCP server whose every call runs with the trusted `context` on `store`."""
+    tools = [types.Tool.model_validate(tool) for tool in export_declarations("mcp")]
+
+    async def list_tools(
+        ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def call_tool(
+        ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        # MCP makes `arguments` optional: absent means no arguments. A value that
+        # is present, null included, goes to the core's checks as sent.
+        args = params.arguments if "arguments" in params.model_fields_set else {}
+        try:
+            outcome = run_tool(params.name, args, context, store)
+        except Exception:
+            # The SDK would put str(error) on the wire; only a fixed message goes there.
+            logger.exception("tool call failed inside the handler")
+            raise MCPError(code=types.INTERNAL_ERROR, message=INTERNAL_ERROR_MESSAGE) from None
+        return call_result(outcome)
+
+    return Server(
+        SERVER_NAME,
+        version=version("ticket-tools"),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def serve(context: Context, store: Records | TicketStore) -> None:
+    """Serve the tools over stdin and stdout until the client closes stdin."""
+    logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
+    server = build_server(context, store)
+
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(run)

@@ -1,0 +1,140 @@
+"""The brief's thirteen acceptance calls, A1-A13, each asserting the whole result."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Mapping
+
+import pytest
+
+from conftest import StoreFactory
+from ticket_tools import execute_tool, fixture_records
+from ticket_tools.acceptance import CALLS, run_acceptance
+
+ALPHA = {"tenant": "alpha", "can_read_tickets": True}
+ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
+BETA = {"tenant": "beta", "can_read_tickets": True}
+
+T101 = {"id": "TKT-101", "title": "Login fails after password reset", "status": "open"}
+T102 = {"id": "TKT-102", "title": "CSV export times out", "status": "closed"}
+T104 = {"id": "TKT-104", "title": "Settings crash", "status": "open"}
+T107 = {"id": "TKT-107", "title": "Login page slow on mobile", "status": "open"}
+T110 = {"id": "TKT-110", "title": "Invoice PDF missing logo", "status": "closed"}
+T112 = {"id": "TKT-112", "title": "Settings page shows wrong time zone", "status": "open"}
+T115 = {"id": "TKT-115", "title": "Password reset email delayed", "status": "closed"}
+BETA_T103 = {"id": "TKT-103", "title": "Refund not received", "status": "open"}
+BETA_T104 = {"id": "TKT-104", "title": "Private billing issue", "status": "closed"}
+
+
+def page(*tickets: dict[str, str], next_cursor: str | None) -> dict[str, object]:
+    return {"ok": True, "tickets": list(tickets), "next_cursor": next_cursor}
+
+
+def fail(code: str) -> dict[str, object]:
+    return {"ok": False, "code": code}
+
+
+# call, trusted context, tool, arguments, expected result: the brief's table.
+TABLE: list[tuple[str, Mapping[str, object], str, dict[str, object], dict[str, object]]] = [
+    ("A1", ALPHA, "get_ticket", {"ticket_id": "TKT-104"}, {"ok": True, "ticket": T104}),
+    ("A2", ALPHA, "search_tickets", {}, page(T101, T102, T104, T107, T110, next_cursor="TKT-110")),
+    ("A3", ALPHA, "search_tickets", {"cursor": "TKT-110"}, page(T112, T115, next_cursor=None)),
+    (
+        "A4",
+        ALPHA,
+        "search_tickets",
+        {"status": "open", "query": "LOGIN"},
+        page(T101, T107, next_cursor=None),
+    ),
+    (
+        "A5",
+        ALPHA,
+        "search_tickets",
+        {"cursor": "TKT-108", "limit": 2},
+        page(T110, T112, next_cursor="TKT-112"),
+    ),
+    (
+        "A6",
+        ALPHA,
+        "search_tickets",
+        {"cursor": "TKT-107", "limit": 3},
+        page(T110, T112, T115, next_cursor=None),
+    ),
+    (
+        "A7",
+        ALPHA,
+        "search_tickets",
+        {"status": "closed", "limit": 10},
+        page(T102, T110, T115, next_cursor=None),
+    ),
+    ("A8", ALPHA, "search_tickets", {"query": "refund"}, page(next_cursor=None)),
+    ("A9", ALPHA, "search_tickets", {"limit": 11}, fail("invalid_arguments")),
+    (
+        "A10",
+        ALPHA,
+        "search_tickets",
+        {"status": "open", "tenant": "alpha"},
+        fail("invalid_arguments"),
+    ),
+    ("A11", ALPHA_NO_READ, "search_tickets", {}, fail("forbidden")),
+    (
+        "A12",
+        BETA,
+        "search_tickets",
+        {"cursor": "TKT-102", "limit": 2},
+        page(BETA_T103, BETA_T104, next_cursor="TKT-104"),
+    ),
+    ("A13", ALPHA, "list_tickets", {}, fail("unknown_tool")),
+]
+
+
+@pytest.mark.parametrize(
+    ("context", "name", "args", "expected"),
+    [pytest.param(*row[1:], id=row[0]) for row in TABLE],
+)
+def test_acceptance_call(
+    make_store: StoreFactory,
+    context: Mapping[str, object],
+    name: str,
+    args: dict[str, object],
+    expected: dict[str, object],
+) -> None:
+    assert execute_tool(name, args, context, make_store(fixture_records())) == expected
+
+
+def test_make_run_checks_this_same_table() -> None:
+    rows = [(c.label, c.context, c.name, c.args, c.expected) for c in CALLS]
+    assert rows == TABLE
+
+
+def test_run_acceptance_prints_thirteen_passes(make_store: StoreFactory) -> None:
+    out = io.StringIO()
+    assert run_acceptance(make_store(fixture_records()), out) == 0
+    lines = out.getvalue().splitlines()
+    assert [line.split()[:2] for line in lines[:13]] == [["PASS", row[0]] for row in TABLE]
+    assert lines[0] == (
+        'PASS A1  [alpha, can read] get_ticket {"ticket_id": "TKT-104"} -> '
+        '{"ok": true, "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"}}'
+    )
+    assert (
+        lines[10]
+        == 'PASS A11 [alpha, cannot read] search_tickets {} -> {"ok": false, "code": "forbidden"}'
+    )
+    assert lines[13:] == ["13 passed, 0 failed"]
+
+
+def test_run_acceptance_reports_each_mismatch(make_store: StoreFactory) -> None:
+    records = fixture_records()
+    records["alpha:TKT-104"]["title"] = "Changed"
+    out = io.StringIO()
+    assert run_acceptance(make_store(records), out) == 2  # A1 and A2 show TKT-104
+    lines = out.getvalue().splitlines()
+    assert lines[0] == (
+        'FAIL A1  [alpha, can read] get_ticket {"ticket_id": "TKT-104"} -> '
+        '{"ok": true, "ticket": {"id": "TKT-104", "title": "Changed", "status": "open"}}'
+    )
+    assert lines[1] == (
+        '         expected {"ok": true, "ticket": '
+        '{"id": "TKT-104", "title": "Settings crash", "status": "open"}}'
+    )
+    assert lines[-1] == "11 passed, 2 failed"

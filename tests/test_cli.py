@@ -1,0 +1,303 @@
+"""The ticket-tools command line, run in-process through main(argv)."""
+
+from __future__ import annotations
+
+import io
+import json
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ticket_tools import tool_declarations
+from ticket_tools.cli import main
+
+Captured = pytest.CaptureFixture[str]
+
+
+def run(argv: list[str], capsys: Captured) -> tuple[int, str, str]:
+    status = main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_acceptance_prints_thirteen_passes(capsys: Captured) -> None:
+    status, out, err = run(["acceptance"], capsys)
+    lines = out.splitlines()
+    assert (status, err) == (0, "")
+    assert [line.split()[:2] for line in lines[:-1]] == [["PASS", f"A{n}"] for n in range(1, 14)]
+    assert lines[-1] == "13 passed, 0 failed"
+
+
+def test_acceptance_on_another_store_fails_with_exit_1(tmp_path: Path, capsys: Captured) -> None:
+    path = tmp_path / "records.json"
+    path.write_text(
+        json.dumps({"alpha:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"}})
+    )
+    status, out, err = run(["acceptance", "--records", str(path)], capsys)
+    assert (status, err) == (1, "")
+    assert out.splitlines()[-1] == "5 passed, 8 failed"  # A8-A11 and A13 hold on any store
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin", "expected"),
+    [
+        pytest.param(
+            ["call", "get_ticket", '{"ticket_id": "TKT-104"}', "--tenant", "alpha"],
+            "",
+            (
+                0,
+                {
+                    "ok": True,
+                    "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"},
+                },
+            ),
+            id="get-alpha",
+        ),
+        pytest.param(
+            ["call", "get_ticket", '{"ticket_id": "TKT-104"}', "--tenant", "beta"],
+            "",
+            (
+                0,
+                {
+                    "ok": True,
+                    "ticket": {
+                        "id": "TKT-104",
+                        "title": "Private billing issue",
+                        "status": "closed",
+                    },
+                },
+            ),
+            id="get-beta",
+        ),
+        pytest.param(
+            ["call", "search_tickets", "-", "--tenant", "alpha"],
+            '{"status": "closed", "limit": 2}',
+            (
+                0,
+                {
+                    "ok": True,
+                    "tickets": [
+                        {"id": "TKT-102", "title": "CSV export times out", "status": "closed"},
+                        {"id": "TKT-110", "title": "Invoice PDF missing logo", "status": "closed"},
+                    ],
+                    "next_cursor": "TKT-110",
+                },
+            ),
+            id="search-args-from-stdin",
+        ),
+        pytest.param(
+            ["call", "search_tickets", "{}", "--tenant", "alpha", "--no-read"],
+            "",
+            (1, {"ok": False, "code": "forbidden"}),
+            id="no-read",
+        ),
+        pytest.param(
+            ["call", "search_tickets", '{"limit": 11}', "--tenant", "alpha"],
+            "",
+            (1, {"ok": False, "code": "invalid_arguments"}),
+            id="invalid-arguments-exit-1",
+        ),
+        pytest.param(
+            ["call", "search_tickets", "null", "--tenant", "alpha"],
+            "",
+            (1, {"ok": False, "code": "invalid_arguments"}),
+            id="json-null-args",
+        ),
+        pytest.param(
+            ["call", "list_tickets", "{}", "--tenant", "alpha"],
+            "",
+            (1, {"ok": False, "code": "unknown_tool"}),
+            id="unknown-tool",
+        ),
+        pytest.param(
+            ["call", "get_ticket", '{"ticket_id": "TKT-999"}', "--tenant", "alpha"],
+            "",
+            (1, {"ok": False, "code": "not_found"}),
+            id="not-found",
+        ),
+        pytest.param(
+            ["call", "search_tickets", "{}", "--tenant", ""],
+            "",
+            (1, {"ok": False, "code": "forbidden"}),
+            id="empty-tenant-fails-closed",
+        ),
+    ],
+)
+def test_call(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Captured,
+    argv: list[str],
+    stdin: str,
+    expected: tuple[int, dict[str, object]],
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    code, printed, err = run(argv, capsys)
+    assert (code, json.loads(printed), err) == (*expected, "")
+    assert printed.count("\n") == 1
+
+
+def test_call_with_records_file(tmp_path: Path, capsys: Captured) -> None:
+    path = tmp_path / "records.json"
+    records = {
+        "gamma:TKT-007": {"id": "TKT-007", "title": "Ünïcode title", "status": "open", "x": 1},
+    }
+    path.write_text(json.dumps(records), encoding="utf-8")
+    argv = ["call", "search_tickets", "{}", "--tenant", "gamma", "--records", str(path)]
+    status, out, err = run(argv, capsys)
+    assert (status, err) == (0, "")
+    assert out == (
+        '{"ok": true, "tickets": [{"id": "TKT-007", "title": "Ünïcode title", "status": "open"}], '
+        '"next_cursor": null}\n'
+    )
+
+
+def test_declarations_prints_tool_declarations(capsys: Captured) -> None:
+    status, out, err = run(["declarations"], capsys)
+    assert (status, err) == (0, "")
+    assert json.loads(out) == tool_declarations()
+
+
+def _write(tmp_path: Path, content: bytes) -> str:
+    path = tmp_path / "records.json"
+    path.write_bytes(content)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("argv", "err"),
+    [
+        pytest.param(
+            ["call", "get_ticket", "{", "--tenant", "alpha"],
+            "the arguments are not valid JSON (JSONDecodeError)",
+            id="malformed-args",
+        ),
+        pytest.param(
+            ["call", "get_ticket", "", "--tenant", "alpha"],
+            "the arguments are not valid JSON (JSONDecodeError)",
+            id="empty-args",
+        ),
+        pytest.param(
+            ["call", "get_ticket", "[" * 100_000, "--tenant", "alpha"],
+            "the arguments are not valid JSON (RecursionError)",
+            id="deeply-nested-args",
+        ),
+        pytest.param(
+            ["call", "search_tickets", '{"limit": ' + "9" * 5000 + "}", "--tenant", "alpha"],
+            "the arguments are not valid JSON (ValueError)",
+            id="too-many-digits",
+        ),
+    ],
+)
+def test_malformed_arguments_exit_2(capsys: Captured, argv: list[str], err: str) -> None:
+    assert run(argv, capsys) == (2, "", f"ticket-tools: {err}\n")
+
+
+@pytest.mark.parametrize(
+    ("content", "err"),
+    [
+        pytest.param(
+            b"{", "the records in {path} are not valid JSON (JSONDecodeError)", id="bad-json"
+        ),
+        pytest.param(
+            b"[" * 100_000,
+            "the records in {path} are not valid JSON (RecursionError)",
+            id="deep-json",
+        ),
+        pytest.param(b"\xff\xfe", "cannot read {path}: UnicodeDecodeError", id="not-utf8"),
+        pytest.param(b"[]", "{path} is not a records file: expected", id="array"),
+        pytest.param(
+            b'{"alpha:TKT-001": "x"}', "{path} is not a records file: expected", id="str-ticket"
+        ),
+        pytest.param(
+            b'{"alpha:TKT-001": {"id": "TKT-001", "title": "t"}}',
+            "{path} is not a records file: expected",
+            id="missing-status",
+        ),
+        pytest.param(
+            b'{"alpha:TKT-001": {"id": 1, "title": "t", "status": "open"}}',
+            "{path} is not a records file: expected",
+            id="id-not-string",
+        ),
+        pytest.param(
+            b'{"alpha:TKT-001": {"id": "TKT-001", "title": "\\ud800", "status": "open"}}',
+            "{path} is not a records file: expected",
+            id="lone-surrogate-title",
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["acceptance", "call"])
+def test_bad_records_file_exit_2(
+    tmp_path: Path, capsys: Captured, content: bytes, err: str, command: str
+) -> None:
+    path = _write(tmp_path, content)
+    extra = ["get_ticket", "{}", "--tenant", "alpha"] if command == "call" else []
+    status, out, printed = run([command, *extra, "--records", path], capsys)
+    assert (status, out) == (2, "")
+    assert printed.startswith("ticket-tools: " + err.format(path=path))
+    assert printed.count("\n") == 1
+    assert "Traceback" not in printed
+
+
+def test_missing_records_file_exit_2(tmp_path: Path, capsys: Captured) -> None:
+    path = tmp_path / "missing.json"
+    status, out, err = run(["acceptance", "--records", str(path)], capsys)
+    assert (status, out, err) == (2, "", f"ticket-tools: cannot read {path}: FileNotFoundError\n")
+
+
+def test_undecodable_stdin_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"\xff"), encoding="utf-8"))
+    assert run(["call", "get_ticket", "-", "--tenant", "alpha"], capsys) == (
+        2,
+        "",
+        "ticket-tools: the arguments are not valid JSON (UnicodeDecodeError)\n",
+    )
+
+
+def test_python_dash_m_runs_main(monkeypatch: pytest.MonkeyPatch, capsys: Captured) -> None:
+    monkeypatch.setattr("sys.argv", ["ticket_tools", "declarations"])
+    with pytest.raises(SystemExit) as exit_info:
+        runpy.run_module("ticket_tools", run_name="__main__", alter_sys=True)
+    assert exit_info.value.code == 0
+    assert json.loads(capsys.readouterr().out) == tool_declarations()
+
+
+def test_python_dash_m_in_a_real_process() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ticket_tools", "call", "get_ticket", "-", "--tenant", "beta"],
+        input=b'{"ticket_id": "TKT-108"}',
+        capture_output=True,
+        check=False,
+        env={"PYTHONIOENCODING": "utf-8"},
+    )
+    assert (completed.returncode, completed.stderr) == (0, b"")
+    assert json.loads(completed.stdout) == {
+        "ok": True,
+        "ticket": {"id": "TKT-108", "title": "Login fails after SSO change", "status": "open"},
+    }
+
+
+def test_undecodable_stdin_in_a_real_process() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "ticket_tools", "call", "get_ticket", "-", "--tenant", "alpha"],
+        input=b"\xff",
+        capture_output=True,
+        check=False,
+        env={"PYTHONIOENCODING": "utf-8"},
+    )
+    assert (completed.returncode, completed.stdout, completed.stderr) == (
+        2,
+        b"",
+        b"ticket-tools: the arguments are not valid JSON (UnicodeDecodeError)\n",
+    )
+
+
+def test_usage_errors_exit_2(capsys: Captured) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["call", "get_ticket", "{}"])  # --tenant is required
+    assert exit_info.value.code == 2
+    assert "--tenant" in capsys.readouterr().err

@@ -1,0 +1,101 @@
+"""No untrusted name or args makes execute_tool raise; every result has an exact shape."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import StoreFactory
+from strategies import json_values, tool_args
+from ticket_tools import execute_tool, fixture_records
+
+ALPHA = {"tenant": "alpha", "can_read_tickets": True}
+CODES = ("unknown_tool", "invalid_arguments", "forbidden", "not_found")
+TICKET_KEYS = {"id", "title", "status"}
+FIXTURE_TICKETS = {
+    (t["id"], t["title"], t["status"])
+    for key, t in fixture_records().items()
+    if key.startswith("alpha:")
+}
+
+names = st.one_of(st.sampled_from(("get_ticket", "search_tickets")), json_values)
+
+
+def assert_contract_shape(name: object, result: object) -> None:
+    """A failure is exactly {ok: False, code}; a success is exactly the tool's success shape."""
+    assert type(result) is dict
+    if result["ok"] is False:
+        assert set(result) == {"ok", "code"}
+        assert result["code"] in CODES
+        return
+    assert result["ok"] is True
+    if name == "get_ticket":
+        assert set(result) == {"ok", "ticket"}
+        tickets = [result["ticket"]]
+    else:
+        assert name == "search_tickets"
+        assert set(result) == {"ok", "tickets", "next_cursor"}
+        tickets = result["tickets"]
+        assert type(tickets) is list
+        assert len(tickets) <= 10
+        assert result["next_cursor"] is None or result["next_cursor"] == tickets[-1]["id"]
+    for ticket in tickets:
+        assert type(ticket) is dict
+        assert set(ticket) == TICKET_KEYS
+        assert (ticket["id"], ticket["title"], ticket["status"]) in FIXTURE_TICKETS
+
+
+@given(name=names, args=tool_args())
+def test_any_call_returns_a_contract_shaped_dict(
+    make_store: StoreFactory, name: object, args: object
+) -> None:
+    assert_contract_shape(name, execute_tool(name, args, ALPHA, make_store(fixture_records())))
+
+
+def _nested(depth: int, container: str) -> object:
+    value: object = "TKT-104"
+    for _ in range(depth):
+        value = [value] if container == "list" else {"ticket_id": value}
+    return value
+
+
+@pytest.mark.parametrize("name", ["get_ticket", "search_tickets", "nope"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(_nested(100_000, "list"), id="list-100000-deep"),
+        pytest.param(_nested(100_000, "dict"), id="dict-100000-deep"),
+        pytest.param({"ticket_id": _nested(100_000, "list")}, id="ticket_id-deep"),
+        pytest.param({"status": _nested(100_000, "dict")}, id="status-deep"),
+        pytest.param({"limit": 10**100_000}, id="limit-huge-int"),
+        pytest.param({"limit": -(10**100_000)}, id="limit-huge-negative"),
+        pytest.param({"query": "x" * 10_000_000}, id="query-10M-chars"),
+        pytest.param({"cursor": "TKT-" + "1" * 1_000_000}, id="cursor-1M-digits"),
+        pytest.param({"k" * 1_000_000: 1}, id="key-1M-chars"),
+        pytest.param({str(i): i for i in range(10_000)}, id="10000-keys"),
+        pytest.param({"limit": float("nan"), "query": "\ud800"}, id="nan-and-lone-surrogate"),
+        pytest.param({"query": "\x00"}, id="nul-query"),
+    ],
+)
+def test_extreme_inputs_return_a_failure_or_result(
+    make_store: StoreFactory, name: str, args: object
+) -> None:
+    result = execute_tool(name, args, ALPHA, make_store(fixture_records()))
+    assert_contract_shape(name, result)
+    if name == "nope":
+        assert result == {"ok": False, "code": "unknown_tool"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(_nested(100_000, "list"), id="deep-list-name"),
+        pytest.param("get_ticket" * 100_000, id="huge-name"),
+        pytest.param(float("nan"), id="nan-name"),
+        pytest.param(10**10_000, id="huge-int-name"),
+    ],
+)
+def test_extreme_names_are_unknown(make_store: StoreFactory, name: object) -> None:
+    result = execute_tool(name, {}, ALPHA, make_store(fixture_records()))
+    assert result == {"ok": False, "code": "unknown_tool"}
