@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 from ticket_tools import Records, TicketStore
 from ticket_tools.sqlite_store import SQLiteStore
@@ -18,6 +18,15 @@ settings.register_profile(
     max_examples=100_000,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
+)
+# `make mutate`: the default profile's examples, the same every run (so a score can be
+# reproduced), without shrinking: a mutant needs a failing example, not the smallest one.
+settings.register_profile(
+    "mutation",
+    parent=settings.get_profile("default"),
+    derandomize=True,
+    database=None,
+    phases=[Phase.explicit, Phase.generate],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
