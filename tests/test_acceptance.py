@@ -9,7 +9,7 @@ import pytest
 
 from conftest import StoreFactory
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.acceptance import CALLS, run_acceptance
+from ticket_tools.acceptance import A101, A104, CALLS, _fail, _page, run_acceptance
 
 ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
@@ -100,6 +100,13 @@ def test_acceptance_call(
     expected: dict[str, object],
 ) -> None:
     assert execute_tool(name, args, context, make_store(fixture_records())) == expected
+
+
+def test_expected_results_are_built_in_the_contract_shape() -> None:
+    # CALLS is built once at import; these rebuild its expected values at test time.
+    assert _page([A101, A104], "TKT-104") == page(T101, T104, next_cursor="TKT-104")
+    assert _page([], None) == page(next_cursor=None)
+    assert _fail("forbidden") == fail("forbidden")
 
 
 def test_make_run_checks_this_same_table() -> None:

@@ -21,6 +21,8 @@ TICKET_ID = Arg(
     pattern_rule="a ticket ID",
 )
 SPEC = (TICKET_ID, STATUS, QUERY, LIMIT)
+# A pattern with room to spare under its length bound.
+CODE = Arg("code", "string", "", max_length=5, pattern="[a-z]{2}", pattern_rule="two letters")
 
 
 @pytest.mark.parametrize(
@@ -89,6 +91,10 @@ def test_pattern_needs_max_length_and_rule(kwargs: dict[str, object]) -> None:
         pytest.param(TICKET_ID, "TKT-104\n", None, id="pattern-newline"),
         pytest.param(TICKET_ID, "TKT-\u0661\u0660\u0664", None, id="pattern-arabic-digits"),
         pytest.param(TICKET_ID, "XKT-104", None, id="pattern-mismatch-right-length"),
+        # Room past the pattern: only a whole-value match (re.fullmatch) rejects the tail.
+        pytest.param(CODE, "ab", "ab", id="pattern-shorter-than-bound"),
+        pytest.param(CODE, "abc", None, id="pattern-prefix-is-not-a-match"),
+        pytest.param(CODE, "ab\n", None, id="pattern-newline-within-bound"),
         pytest.param(Arg("s", "string", ""), "", "", id="str-unbounded-empty"),
     ],
 )

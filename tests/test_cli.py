@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import os
 import runpy
 import subprocess
 import sys
@@ -12,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ticket_tools import tool_declarations
-from ticket_tools.cli import main
+from ticket_tools.cli import _parser, main
 
 Captured = pytest.CaptureFixture[str]
 
@@ -195,6 +197,12 @@ def test_malformed_arguments_exit_2(capsys: Captured, argv: list[str], err: str)
     assert run(argv, capsys) == (2, "", f"ticket-tools: {err}\n")
 
 
+NOT_RECORDS = (
+    "{path} is not a records file: expected a JSON object of "
+    '"tenant:TKT-123" -> {{"id", "title", "status", ...}}'
+)
+
+
 @pytest.mark.parametrize(
     ("content", "err"),
     [
@@ -207,23 +215,21 @@ def test_malformed_arguments_exit_2(capsys: Captured, argv: list[str], err: str)
             id="deep-json",
         ),
         pytest.param(b"\xff\xfe", "cannot read {path}: UnicodeDecodeError", id="not-utf8"),
-        pytest.param(b"[]", "{path} is not a records file: expected", id="array"),
-        pytest.param(
-            b'{"alpha:TKT-001": "x"}', "{path} is not a records file: expected", id="str-ticket"
-        ),
+        pytest.param(b"[]", NOT_RECORDS, id="array"),
+        pytest.param(b'{"alpha:TKT-001": "x"}', NOT_RECORDS, id="str-ticket"),
         pytest.param(
             b'{"alpha:TKT-001": {"id": "TKT-001", "title": "t"}}',
-            "{path} is not a records file: expected",
+            NOT_RECORDS,
             id="missing-status",
         ),
         pytest.param(
             b'{"alpha:TKT-001": {"id": 1, "title": "t", "status": "open"}}',
-            "{path} is not a records file: expected",
+            NOT_RECORDS,
             id="id-not-string",
         ),
         pytest.param(
             b'{"alpha:TKT-001": {"id": "TKT-001", "title": "\\ud800", "status": "open"}}',
-            "{path} is not a records file: expected",
+            NOT_RECORDS,
             id="lone-surrogate-title",
         ),
     ],
@@ -236,9 +242,7 @@ def test_bad_records_file_exit_2(
     extra = ["get_ticket", "{}", "--tenant", "alpha"] if command == "call" else []
     status, out, printed = run([command, *extra, "--records", path], capsys)
     assert (status, out) == (2, "")
-    assert printed.startswith("ticket-tools: " + err.format(path=path))
-    assert printed.count("\n") == 1
-    assert "Traceback" not in printed
+    assert printed == "ticket-tools: " + err.format(path=path) + "\n"
 
 
 def test_missing_records_file_exit_2(tmp_path: Path, capsys: Captured) -> None:
@@ -301,3 +305,106 @@ def test_usage_errors_exit_2(capsys: Captured) -> None:
         main(["call", "get_ticket", "{}"])  # --tenant is required
     assert exit_info.value.code == 2
     assert "--tenant" in capsys.readouterr().err
+
+
+def _describe(parser: argparse.ArgumentParser) -> dict[str, object]:
+    """Every option of `parser` and its subcommands, as plain data (help text included)."""
+    options: list[dict[str, object]] = []
+    commands: dict[str, object] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, subparser in action.choices.items():
+                commands[name] = {"help": helps[name], **_describe(subparser)}
+            options.append({"subcommands": True, "metavar": action.metavar})
+            options[-1]["required"] = action.required
+            continue
+        options.append(
+            {
+                "flags": list(action.option_strings) or action.dest,
+                "help": action.help,
+                "metavar": action.metavar,
+                "required": action.required,
+                "default": None if action.default is None else str(action.default),
+                "choices": None if action.choices is None else list(action.choices),
+                "type": getattr(action.type, "__name__", None),
+                "store_true": isinstance(action, argparse._StoreTrueAction),
+            }
+        )
+    groups = [
+        sorted(action.dest for action in group._group_actions)
+        for group in parser._mutually_exclusive_groups
+    ]
+    description = {"prog": parser.prog, "description": parser.description, "options": options}
+    return {**description, "exclusive": groups, "commands": commands}
+
+
+def test_every_option_and_help_text_matches_the_golden_file() -> None:
+    # Pinned as data rather than `--help` output, which changes between Python versions.
+    # Regenerate after a deliberate change with UPDATE_GOLDEN=1, then read the diff.
+    path = Path(__file__).parent / "golden" / "cli-options.json"
+    described = json.dumps(_describe(_parser()), indent=2, ensure_ascii=False) + "\n"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(described, encoding="utf-8")
+        pytest.fail(f"rewrote {path.name}: read the diff, then rerun without UPDATE_GOLDEN")
+    assert described == path.read_text(encoding="utf-8")
+
+
+def test_a_command_is_required(capsys: Captured) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "ticket-tools: error: the following arguments are required: COMMAND\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "context"),
+    [
+        pytest.param([], {"tenant": "beta", "can_read_tickets": True}, id="may-read"),
+        pytest.param(["--no-read"], {"tenant": "beta", "can_read_tickets": False}, id="no-read"),
+    ],
+)
+def test_serve_hands_the_session_and_store_to_the_mcp_server(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    flags: list[str],
+    context: dict[str, object],
+) -> None:
+    from ticket_tools import mcp_server  # noqa: PLC0415 - the optional extra
+
+    served: list[tuple[object, object]] = []
+    monkeypatch.setattr(mcp_server, "serve", lambda *args: served.append(args))
+    records = {"beta:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"}}
+    path = _write(tmp_path, json.dumps(records).encode())
+    assert main(["serve", "--tenant", "beta", *flags, "--records", path]) == 0
+    assert served == [(context, records)]
+
+
+def test_serve_without_the_sdk_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured
+) -> None:
+    found: list[str] = []
+    monkeypatch.setattr(
+        "importlib.util.find_spec", lambda name: found.append(name) if name == "mcp" else None
+    )
+    status, out, err = run(["serve", "--tenant", "alpha"], capsys)
+    assert (status, out, found) == (2, "", ["mcp"])
+    assert err == "ticket-tools: serve needs the MCP SDK: pip install 'ticket-tools[mcp]'\n"
+
+
+def test_call_prints_non_ascii_as_is(tmp_path: Path, capsys: Captured) -> None:
+    records = {
+        "alpha:TKT-001": {"id": "TKT-001", "title": "Échec à la connexion", "status": "open"}
+    }
+    path = _write(tmp_path, json.dumps(records).encode())
+    status, out, err = run(
+        ["call", "get_ticket", '{"ticket_id": "TKT-001"}', "--tenant", "alpha", "--records", path],
+        capsys,
+    )
+    assert (status, err) == (0, "")
+    assert out == (
+        '{"ok": true, "ticket": {"id": "TKT-001", "title": "Échec à la connexion", '
+        '"status": "open"}}\n'
+    )

@@ -41,6 +41,10 @@ def test_formats_are_the_six_model_apis() -> None:
     assert FORMATS == ("json-schema", "openai", "openai-chat", "anthropic", "gemini", "mcp")
 
 
+def test_default_format_is_json_schema() -> None:
+    assert export_declarations() == export_declarations("json-schema")
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_export_matches_its_golden_file(fmt: ExportFormat) -> None:
     path = GOLDEN / f"{fmt}.json"

@@ -184,7 +184,8 @@ def _expected(call: FuzzCall, records: Records) -> dict[str, object] | None:
 
 def _expected_page(args: Mapping[str, object], tenant: str, records: Records) -> dict[str, object]:
     """The search contract's five steps, written out as plainly as the brief states them."""
-    mine = [stored for key, stored in records.items() if key.startswith(f"{tenant}:")]
+    # A key belongs to the tenant before its last ":" (so "alpha:x:TKT-001" is not alpha's).
+    mine = [stored for key, stored in records.items() if key.rpartition(":")[0] == tenant]
     mine.sort(key=lambda stored: str(stored["id"]))
     if "status" in args:
         mine = [stored for stored in mine if stored["status"] == args["status"]]

@@ -7,13 +7,14 @@ costs a second or more, most of it importing the SDK); the calls below are what 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import select
 import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from typing import Any, TextIO, cast
 
@@ -24,11 +25,12 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 import ticket_tools
-from ticket_tools import execute_tool, fixture_records, run_tool
+from ticket_tools import execute_tool, fixture_records, mcp_server, run_tool
 from ticket_tools.acceptance import ALPHA, BETA, CALLS, AcceptanceCall
 from ticket_tools.cli import main
 from ticket_tools.exports import export_declarations
-from ticket_tools.mcp_server import build_server
+from ticket_tools.mcp_server import build_server, call_result
+from ticket_tools.outcome import Outcome
 from ticket_tools.store import DictStore, Records, TicketStore
 from ticket_tools.tickets import Ticket
 
@@ -591,3 +593,70 @@ def test_serve_without_the_mcp_extra_says_how_to_install_it(
         "",
         "ticket-tools: serve needs the MCP SDK: pip install 'ticket-tools[mcp]'\n",
     )
+
+
+# --- In-process checks of the adapter's own functions. The subprocess servers above run
+# the installed code, so these are what reach call_result, build_server and serve directly.
+
+
+def test_success_text_keeps_non_ascii_as_is() -> None:
+    ticket = {"id": "TKT-001", "title": "Échec à la connexion", "status": "open"}
+    result = call_result(Outcome({"ok": True, "ticket": ticket}))
+    assert result.content == [
+        types.TextContent(
+            text='{"ok": true, "ticket": {"id": "TKT-001", "title": "Échec à la connexion", '
+            '"status": "open"}}'
+        )
+    ]
+    assert (result.structured_content, result.is_error) == ({"ok": True, "ticket": ticket}, False)
+
+
+def test_unknown_tool_outcome_is_an_invalid_params_error() -> None:
+    outcome = Outcome({"ok": False, "code": "unknown_tool"}, "unknown tool; the tools are: x")
+    with pytest.raises(MCPError) as raised:
+        call_result(outcome)
+    assert (raised.value.code, raised.value.message) == (
+        types.INVALID_PARAMS,
+        "unknown_tool: unknown tool; the tools are: x",
+    )
+
+
+def test_server_names_itself_and_its_version() -> None:
+    server = build_server(ALPHA, fixture_records())
+    assert (server.name, server.version) == ("ticket-tools", version("ticket-tools"))
+
+
+def test_serve_logs_to_stderr_and_runs_the_session_over_stdio(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: dict[str, object] = {}
+
+    class FakeServer:
+        def create_initialization_options(self) -> str:
+            return "options"
+
+        async def run(self, read: object, write: object, options: object) -> None:
+            seen["run"] = (read, write, options)
+
+    def fake_build_server(context: object, store: object) -> FakeServer:
+        seen["built"] = (context, store)
+        return FakeServer()
+
+    @asynccontextmanager
+    async def fake_stdio_server() -> AsyncIterator[tuple[str, str]]:
+        yield ("stdin", "stdout")
+
+    monkeypatch.setattr(mcp_server, "build_server", fake_build_server)
+    monkeypatch.setattr(mcp_server, "stdio_server", fake_stdio_server)
+
+    def fake_basic_config(**kwargs: object) -> None:
+        seen["logging"] = kwargs
+
+    monkeypatch.setattr(logging, "basicConfig", fake_basic_config)
+    records = fixture_records()
+    mcp_server.serve(BETA, records)
+    assert seen == {
+        "logging": {"level": logging.WARNING, "format": "ticket-tools: %(levelname)s %(message)s"},
+        "built": (BETA, records),
+        "run": ("stdin", "stdout", "options"),
+    }

@@ -16,6 +16,7 @@ from ticket_tools.progress import ProgressBar
         pytest.param(1, 4, "\rload [########                      ]  25% 1/4", id="quarter"),
         pytest.param(4, 4, "\rload [##############################] 100% 4/4", id="done"),
         pytest.param(0, 0, "\rload [##############################] 100% 0/0", id="empty"),
+        pytest.param(0, 1, "\rload [                              ]   0% 0/1", id="one-step"),
     ],
 )
 def test_update_draws_one_line(done: int, total: int, drawn: str) -> None:

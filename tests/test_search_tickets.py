@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import StoreFactory
-from ticket_tools import execute_tool, fixture_records
+from ticket_tools import DictStore, Ticket, execute_tool, fixture_records
 
 ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
@@ -231,3 +231,35 @@ def test_query_lowercases_with_python_lower(
     records = {"alpha:TKT-001": {**ticket, "internal_note": "secret"}}
     result = execute_tool("search_tickets", {"query": query}, ALPHA, make_store(records))
     assert result == page([ticket] if matches else [], None)
+
+
+class RecordingStore(DictStore):
+    """The fixture store, remembering what each page request asked for."""
+
+    def __init__(self) -> None:
+        super().__init__(fixture_records())
+        self.requests: list[dict[str, object]] = []
+
+    def page(
+        self,
+        tenant: str,
+        *,
+        status: str | None,
+        query: str | None,
+        after: str | None,
+        count: int,
+    ) -> list[Ticket]:
+        self.requests.append(
+            {"tenant": tenant, "status": status, "query": query, "after": after, "count": count}
+        )
+        return super().page(tenant, status=status, query=query, after=after, count=count)
+
+
+def test_asks_the_store_for_one_ticket_more_than_the_limit() -> None:
+    # The one extra ticket is how the page knows more remain, and all it costs beyond the page.
+    store = RecordingStore()
+    args = {"status": "open", "query": "login", "cursor": "TKT-100", "limit": 1}
+    assert execute_tool("search_tickets", args, ALPHA, store)["next_cursor"] == "TKT-101"
+    assert store.requests == [
+        {"tenant": "alpha", "status": "open", "query": "login", "after": "TKT-100", "count": 2}
+    ]

@@ -485,3 +485,68 @@ def test_search_walk_matches_the_dict_store(
                 assert execute_tool("get_ticket", get_args, context, store) == (
                     execute_tool("get_ticket", get_args, context, records)
                 )
+
+
+# --- Exact statements and settings (the rest of this module checks their effects) ---
+
+
+@pytest.mark.parametrize(
+    ("filters", "sql"),
+    [
+        pytest.param(
+            {"status": False, "query": False, "after": False},
+            "SELECT id, title, status FROM tickets WHERE tenant = ? ORDER BY id LIMIT ?",
+            id="no-filter",
+        ),
+        pytest.param(
+            {"status": True, "query": True, "after": True},
+            "SELECT id, title, status FROM tickets WHERE tenant = ? AND id > ? AND status = ? "
+            "AND ticket_title_contains(title, ?) ORDER BY id LIMIT ?",
+            id="every-filter",
+        ),
+    ],
+)
+def test_page_statement_is_built_from_fixed_fragments(filters: dict[str, bool], sql: str) -> None:
+    # The statements are built once at import; this rebuilds two of them at test time.
+    assert sqlite_store._page_sql(**filters) == sql
+
+
+def test_a_page_of_one(fixture_store: SQLiteStore) -> None:
+    assert fixture_store.page("beta", status=None, query=None, after=None, count=1) == [
+        {"id": "TKT-103", "title": "Refund not received", "status": "open"}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("timeout", "milliseconds"),
+    [pytest.param(None, 5000, id="default"), pytest.param(0.25, 250, id="given")],
+)
+def test_open_waits_for_a_lock_as_long_as_asked(
+    database: Path, timeout: float | None, milliseconds: int
+) -> None:
+    with SQLiteStore.open(database, timeout=timeout) as store:
+        busy = store._connection.execute("PRAGMA busy_timeout").fetchone()  # its own connection
+    assert busy == (milliseconds,)
+
+
+def test_opened_store_is_usable_from_another_thread(database: Path) -> None:
+    found: list[object] = []
+    with SQLiteStore.open(database) as store:
+        thread = threading.Thread(target=lambda: found.append(store.get("beta", "TKT-103")))
+        thread.start()
+        thread.join()
+    assert found == [{"id": "TKT-103", "title": "Refund not received", "status": "open"}]
+
+
+def test_closed_memory_store_names_its_source() -> None:
+    store = SQLiteStore.from_records(fixture_records())
+    store.close()
+    with pytest.raises(StoreError) as raised:
+        store.get("alpha", "TKT-101")
+    assert str(raised.value) == "cannot read :memory: (ProgrammingError)"
+
+
+def test_import_names_the_file_it_will_not_overwrite(database: Path) -> None:
+    with pytest.raises(FileExistsError) as raised:
+        write_database(database, {})
+    assert str(raised.value) == f"{database} already exists"

@@ -69,17 +69,13 @@ def copy_tree(destination: Path) -> Path:
 def git_apply(patch: Path, tree: Path, *, check: bool) -> subprocess.CompletedProcess[str]:
     """Apply `patch` to `tree` (or only check that it applies)."""
     command = ["git", "apply", "--check" if check else "--verbose", str(patch)]
-    return subprocess.run(
-        command, cwd=tree, capture_output=True, text=True, check=False
-    )
+    return subprocess.run(command, cwd=tree, capture_output=True, text=True, check=False)
 
 
 def suite_environment(tree: Path) -> dict[str, str]:
     """Make the copy's src/ win over the editable install of the working tree."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(tree / "src"), *filter(None, [env.get("PYTHONPATH")])]
-    )
+    env["PYTHONPATH"] = os.pathsep.join([str(tree / "src"), *filter(None, [env.get("PYTHONPATH")])])
     env.pop("HYPOTHESIS_PROFILE", None)  # the default profile: the suite as `make test` runs it
     return env
 
