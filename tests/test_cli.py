@@ -408,3 +408,15 @@ def test_call_prints_non_ascii_as_is(tmp_path: Path, capsys: Captured) -> None:
         '{"ok": true, "ticket": {"id": "TKT-001", "title": "Échec à la connexion", '
         '"status": "open"}}\n'
     )
+
+
+def test_declarations_print_non_ascii_as_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured
+) -> None:
+    # Today's declarations are ASCII; a description in another language must print as written.
+    monkeypatch.setattr(
+        "ticket_tools.cli.export_declarations", lambda fmt: [{"name": fmt, "description": "Été"}]
+    )
+    status, out, err = run(["declarations", "--format", "mcp"], capsys)
+    assert (status, err) == (0, "")
+    assert out == '[\n  {\n    "name": "mcp",\n    "description": "Été"\n  }\n]\n'

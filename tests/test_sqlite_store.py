@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -550,3 +551,18 @@ def test_import_names_the_file_it_will_not_overwrite(database: Path) -> None:
     with pytest.raises(FileExistsError) as raised:
         write_database(database, {})
     assert str(raised.value) == f"{database} already exists"
+
+
+def test_import_builds_beside_the_target_under_a_hidden_temporary_name(tmp_path: Path) -> None:
+    # Beside it, so that the final link stays on one filesystem; hidden, and named after it.
+    path = tmp_path / "tickets.sqlite"
+    seen: list[list[str]] = []
+    write_database(
+        path,
+        fixture_records(),
+        on_progress=lambda done, total: seen.append(sorted(p.name for p in tmp_path.iterdir())),
+    )
+    assert len(seen) == 1
+    assert len(seen[0]) == 1
+    assert re.fullmatch(r"\.tickets\.sqlite\.[a-z0-9_]+\.tmp", seen[0][0])
+    assert [child.name for child in tmp_path.iterdir()] == ["tickets.sqlite"]
