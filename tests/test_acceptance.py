@@ -8,22 +8,13 @@ from collections.abc import Mapping
 import pytest
 
 from conftest import StoreFactory
+from expected import BETA_T103, BETA_T104, T101, T102, T104, T107, T110, T112, T115
 from ticket_tools import execute_tool, fixture_records
 from ticket_tools.acceptance import A101, A104, CALLS, _fail, _page, run_acceptance
 
 ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
 BETA = {"tenant": "beta", "can_read_tickets": True}
-
-T101 = {"id": "TKT-101", "title": "Login fails after password reset", "status": "open"}
-T102 = {"id": "TKT-102", "title": "CSV export times out", "status": "closed"}
-T104 = {"id": "TKT-104", "title": "Settings crash", "status": "open"}
-T107 = {"id": "TKT-107", "title": "Login page slow on mobile", "status": "open"}
-T110 = {"id": "TKT-110", "title": "Invoice PDF missing logo", "status": "closed"}
-T112 = {"id": "TKT-112", "title": "Settings page shows wrong time zone", "status": "open"}
-T115 = {"id": "TKT-115", "title": "Password reset email delayed", "status": "closed"}
-BETA_T103 = {"id": "TKT-103", "title": "Refund not received", "status": "open"}
-BETA_T104 = {"id": "TKT-104", "title": "Private billing issue", "status": "closed"}
 
 
 def page(*tickets: dict[str, str], next_cursor: str | None) -> dict[str, object]:

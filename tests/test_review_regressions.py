@@ -14,15 +14,12 @@ from collections.abc import Mapping
 import pytest
 
 from conftest import StoreFactory
+from expected import T101, T102, T104, T107
 from ticket_tools import execute_tool, fixture_records
 
 ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
 INVALID = {"ok": False, "code": "invalid_arguments"}
-T101 = {"id": "TKT-101", "title": "Login fails after password reset", "status": "open"}
-T102 = {"id": "TKT-102", "title": "CSV export times out", "status": "closed"}
-T104 = {"id": "TKT-104", "title": "Settings crash", "status": "open"}
-T107 = {"id": "TKT-107", "title": "Login page slow on mobile", "status": "open"}
 
 # base64(JSON.stringify({tenant: "beta", after: ""})): the sample shows alpha beta's tickets.
 FORGED_BETA = "eyJ0ZW5hbnQiOiJiZXRhIiwiYWZ0ZXIiOiIifQ=="

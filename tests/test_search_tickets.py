@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import StoreFactory
+from expected import ALPHA_TICKETS, T101, T102, T104, T107, T110, T112, T115
 from ticket_tools import DictStore, Ticket, execute_tool, fixture_records
 
 ALPHA = {"tenant": "alpha", "can_read_tickets": True}
@@ -12,16 +13,6 @@ ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
 BETA = {"tenant": "beta", "can_read_tickets": True}
 INVALID = {"ok": False, "code": "invalid_arguments"}
 FORBIDDEN = {"ok": False, "code": "forbidden"}
-
-# Alpha's seven fixture tickets, by id.
-T101 = {"id": "TKT-101", "title": "Login fails after password reset", "status": "open"}
-T102 = {"id": "TKT-102", "title": "CSV export times out", "status": "closed"}
-T104 = {"id": "TKT-104", "title": "Settings crash", "status": "open"}
-T107 = {"id": "TKT-107", "title": "Login page slow on mobile", "status": "open"}
-T110 = {"id": "TKT-110", "title": "Invoice PDF missing logo", "status": "closed"}
-T112 = {"id": "TKT-112", "title": "Settings page shows wrong time zone", "status": "open"}
-T115 = {"id": "TKT-115", "title": "Password reset email delayed", "status": "closed"}
-ALL = [T101, T102, T104, T107, T110, T112, T115]
 
 
 def page(tickets: list[dict[str, str]], next_cursor: str | None) -> dict[str, object]:
@@ -104,15 +95,15 @@ def test_invalid_arguments(make_store: StoreFactory, args: object) -> None:
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        pytest.param({}, page(ALL[:5], "TKT-110"), id="empty-defaults-to-5"),
+        pytest.param({}, page(ALPHA_TICKETS[:5], "TKT-110"), id="empty-defaults-to-5"),
         # limit: both sides of each bound, and 5.0 read as 5.
         pytest.param({"limit": 1}, page([T101], "TKT-101"), id="limit-1"),
-        pytest.param({"limit": 10}, page(ALL, None), id="limit-10"),
-        pytest.param({"limit": 7}, page(ALL, None), id="limit-equal-to-matches"),
-        pytest.param({"limit": 6}, page(ALL[:6], "TKT-112"), id="limit-one-short"),
-        pytest.param({"limit": 5.0}, page(ALL[:5], "TKT-110"), id="limit-5.0-is-5"),
+        pytest.param({"limit": 10}, page(ALPHA_TICKETS, None), id="limit-10"),
+        pytest.param({"limit": 7}, page(ALPHA_TICKETS, None), id="limit-equal-to-matches"),
+        pytest.param({"limit": 6}, page(ALPHA_TICKETS[:6], "TKT-112"), id="limit-one-short"),
+        pytest.param({"limit": 5.0}, page(ALPHA_TICKETS[:5], "TKT-110"), id="limit-5.0-is-5"),
         pytest.param({"limit": 1.0}, page([T101], "TKT-101"), id="limit-1.0"),
-        pytest.param({"limit": 10.0}, page(ALL, None), id="limit-10.0"),
+        pytest.param({"limit": 10.0}, page(ALPHA_TICKETS, None), id="limit-10.0"),
         # query: 1 and 40 code points are valid; used as given, case-insensitive.
         pytest.param({"query": "z"}, page([T112], None), id="query-1-char"),
         pytest.param({"query": "x" * 40}, page([], None), id="query-40-chars"),
@@ -133,14 +124,18 @@ def test_invalid_arguments(make_store: StoreFactory, args: object) -> None:
             {"status": "closed", "query": "login"}, page([], None), id="status-and-query-empty"
         ),
         # cursor: a position before, between, equal to and after the ids.
-        pytest.param({"cursor": "TKT-000"}, page(ALL[:5], "TKT-110"), id="cursor-before-all"),
-        pytest.param({"cursor": "TKT-100"}, page(ALL[:5], "TKT-110"), id="cursor-just-before"),
+        pytest.param(
+            {"cursor": "TKT-000"}, page(ALPHA_TICKETS[:5], "TKT-110"), id="cursor-before-all"
+        ),
+        pytest.param(
+            {"cursor": "TKT-100"}, page(ALPHA_TICKETS[:5], "TKT-110"), id="cursor-just-before"
+        ),
         pytest.param(
             {"cursor": "TKT-101"},
             page([T102, T104, T107, T110, T112], "TKT-112"),
             id="cursor-equal",
         ),
-        pytest.param({"cursor": "TKT-103"}, page(ALL[2:7], None), id="cursor-between"),
+        pytest.param({"cursor": "TKT-103"}, page(ALPHA_TICKETS[2:7], None), id="cursor-between"),
         pytest.param(
             {"cursor": "TKT-108"}, page([T110, T112, T115], None), id="cursor-beta-only-id"
         ),
