@@ -19,3 +19,8 @@ ALPHA_TICKETS = [T101, T102, T104, T107, T110, T112, T115]
 BETA_T103 = {"id": "TKT-103", "title": "Refund not received", "status": "open"}
 BETA_T104 = {"id": "TKT-104", "title": "Private billing issue", "status": "closed"}
 BETA_T108 = {"id": "TKT-108", "title": "Login fails after SSO change", "status": "open"}
+
+# The brief's three trusted contexts.
+ALPHA = {"tenant": "alpha", "can_read_tickets": True}
+ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
+BETA = {"tenant": "beta", "can_read_tickets": True}

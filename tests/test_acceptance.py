@@ -8,13 +8,22 @@ from collections.abc import Mapping
 import pytest
 
 from conftest import StoreFactory
-from expected import BETA_T103, BETA_T104, T101, T102, T104, T107, T110, T112, T115
+from expected import (
+    ALPHA,
+    ALPHA_NO_READ,
+    BETA,
+    BETA_T103,
+    BETA_T104,
+    T101,
+    T102,
+    T104,
+    T107,
+    T110,
+    T112,
+    T115,
+)
 from ticket_tools import execute_tool, fixture_records
 from ticket_tools.acceptance import A101, A104, CALLS, _fail, _page, run_acceptance
-
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
-ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
-BETA = {"tenant": "beta", "can_read_tickets": True}
 
 
 def page(*tickets: dict[str, str], next_cursor: str | None) -> dict[str, object]:

@@ -10,7 +10,6 @@ import pytest
 from ticket_tools import tool_declarations
 from ticket_tools.catalog import REGISTRY
 
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 TICKET_ID_SCHEMA = {"type": "string", "minLength": 7, "maxLength": 7, "pattern": "^TKT-[0-9]{3}$"}
 
 

@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from expected import ALPHA, ALPHA_NO_READ
 from strategies import INJECTION_MARKER, edge_json_values, instruction_texts, invalid_values
 from ticket_tools import Arg, Tool, execute_tool, fixture_records, run_tool
 from ticket_tools.catalog import REGISTRY
 
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
-ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
 TICKET_ID_RULE = "a ticket ID: TKT- followed by exactly three digits, such as TKT-104"
 INVALID = {"ok": False, "code": "invalid_arguments"}
 

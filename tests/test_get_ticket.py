@@ -7,11 +7,8 @@ import copy
 import pytest
 
 from conftest import StoreFactory
+from expected import ALPHA, ALPHA_NO_READ, BETA
 from ticket_tools import execute_tool, fixture_records
-
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
-ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
-BETA = {"tenant": "beta", "can_read_tickets": True}
 
 # The starting adapter's fixtures: the brief's first two rows.
 STARTING_RECORDS = {

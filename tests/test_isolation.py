@@ -9,12 +9,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import StoreFactory
+from expected import ALPHA, BETA
 from strategies import CANARY_FIELD, TENANTS, multi_tenant_stores, search_args
 from ticket_tools import execute_tool, fixture_records
 
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 ALPHABET = {"tenant": "alphabet", "can_read_tickets": True}
-BETA = {"tenant": "beta", "can_read_tickets": True}
 PUBLIC_FIELDS = {"id", "title", "status"}
 
 

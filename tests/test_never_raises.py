@@ -7,10 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import StoreFactory
+from expected import ALPHA
 from strategies import json_values, tool_args
 from ticket_tools import execute_tool, fixture_records
 
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 CODES = ("unknown_tool", "invalid_arguments", "forbidden", "not_found")
 TICKET_KEYS = {"id", "title", "status"}
 FIXTURE_TICKETS = {

@@ -7,6 +7,7 @@ from typing import cast
 
 import pytest
 
+from expected import ALPHA
 from ticket_tools import (
     Arg,
     Outcome,
@@ -22,7 +23,6 @@ from ticket_tools.arguments import Arguments
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.outcome import success
 
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 UNKNOWN = {"ok": False, "code": "unknown_tool"}
 INVALID = {"ok": False, "code": "invalid_arguments"}
 FORBIDDEN = {"ok": False, "code": "forbidden"}

@@ -14,11 +14,9 @@ from collections.abc import Mapping
 import pytest
 
 from conftest import StoreFactory
-from expected import T101, T102, T104, T107
+from expected import ALPHA, ALPHA_NO_READ, T101, T102, T104, T107
 from ticket_tools import execute_tool, fixture_records
 
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
-ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
 INVALID = {"ok": False, "code": "invalid_arguments"}
 
 # base64(JSON.stringify({tenant: "beta", after: ""})): the sample shows alpha beta's tickets.

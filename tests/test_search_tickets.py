@@ -5,12 +5,21 @@ from __future__ import annotations
 import pytest
 
 from conftest import StoreFactory
-from expected import ALPHA_TICKETS, T101, T102, T104, T107, T110, T112, T115
+from expected import (
+    ALPHA,
+    ALPHA_NO_READ,
+    ALPHA_TICKETS,
+    BETA,
+    T101,
+    T102,
+    T104,
+    T107,
+    T110,
+    T112,
+    T115,
+)
 from ticket_tools import DictStore, Ticket, execute_tool, fixture_records
 
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
-ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
-BETA = {"tenant": "beta", "can_read_tickets": True}
 INVALID = {"ok": False, "code": "invalid_arguments"}
 FORBIDDEN = {"ok": False, "code": "forbidden"}
 
