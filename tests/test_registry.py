@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import cast
 
 import pytest
 
@@ -21,6 +20,7 @@ from ticket_tools import (
 )
 from ticket_tools.arguments import Arguments
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.filters import STATUS_ARG, filter_from
 from ticket_tools.outcome import success
 
 UNKNOWN = {"ok": False, "code": "unknown_tool"}
@@ -84,16 +84,14 @@ def test_registering_a_name_twice_raises() -> None:
 
 
 def _count_tickets(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
-    found = store.page(
-        tenant, status=cast("str | None", args.get("status")), query=None, after=None, count=1000
-    )
+    found = store.find(tenant, filter_from(args), limit=None)
     return success(count=len(found))
 
 
 COUNT_TICKETS = Tool(
     name="count_tickets",
     description="Count the organisation's tickets, optionally of one status.",
-    arguments=(Arg("status", "string", "Only this status.", enum=("open", "closed")),),
+    arguments=(STATUS_ARG,),
     handler=_count_tickets,
 )
 
