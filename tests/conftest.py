@@ -119,16 +119,25 @@ def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFacto
     records, which no contract test notices (each finishes with a store before making
     the next). Importing the same records again is skipped.
     """
-    owner = psycopg.connect(postgres_database.owner)
     store = PostgresStore.open(postgres_database.reader)
+    owner: list[psycopg.Connection] = []
     imported: list[object] = [None]
+
+    def reimport(records: Records) -> None:
+        if not owner or owner[0].closed:
+            owner[:] = [psycopg.connect(postgres_database.owner)]
+        with owner[0].transaction():
+            owner[0].execute("TRUNCATE tickets")
+            import_records(owner[0], records)
 
     def make(records: Records) -> TicketStore:
         rows = postgres_rows(records)
         if rows != imported[0]:
-            with owner.transaction():
-                owner.execute("TRUNCATE tickets")
-                import_records(owner, records)
+            try:
+                reimport(records)
+            except psycopg.OperationalError:
+                # A fault test restarted the cluster since the last import: reconnect once.
+                reimport(records)
             imported[0] = rows
         return store
 
@@ -136,4 +145,5 @@ def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFacto
         yield make
     finally:
         store.close()
-        owner.close()
+        for connection in owner:
+            connection.close()

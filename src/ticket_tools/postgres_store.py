@@ -184,7 +184,7 @@ class PostgresStore(TicketStore):
 
         Raises StoreError: "privileged" for a superuser, BYPASSRLS or owner role,
         "schema" for a database without this schema version's table and policy,
-        "missing" for no such database, "unavailable" for any other failure.
+        "unavailable" for any other failure (no server, no such database or role).
         """
         source = describe(dsn)
         options = {"connect_timeout": max(2, math.ceil(timeout))}
@@ -263,8 +263,10 @@ class PostgresStore(TicketStore):
                 return connection.execute(statement, params).fetchall()
         except psycopg.Error as error:
             # A pooled connection may have died while idle (a restart, a dropped
-            # link): a read is safe to repeat, so it is tried once more on a fresh one.
+            # link), and so may its idle siblings: drop every dead one, then try the
+            # read (safe to repeat) once more, on a live or a new connection.
             if retry and connection is not None and connection.broken:
+                self._pool.check()
                 return self._select(tenant, statement, params, retry=False)
             raise _store_error(error, self._source, "read") from None
 
@@ -407,9 +409,11 @@ def _ticket(row: tuple[object, ...]) -> Ticket:
 
 
 def _store_error(error: psycopg.Error, source: str, action: str) -> StoreError:
-    """Classify a psycopg error by its SQLSTATE and class, never by its message."""
-    if error.sqlstate == "3D000":  # invalid_catalog_name: no such database
-        return StoreError("missing", f"no database at {source}")
+    """Classify a psycopg error by its SQLSTATE and class, never by its message.
+
+    libpq gives a failed connection no SQLSTATE, so a missing database, a wrong
+    password and a stopped server are alike "unavailable" (the class name says which kind).
+    """
     if error.sqlstate in ("42P01", "42703"):  # undefined table or column
         return StoreError("schema", f"{source} is not a ticket-tools database")
     return StoreError("unavailable", f"cannot {action} {source} ({type(error).__name__})")
