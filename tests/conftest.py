@@ -147,3 +147,16 @@ def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFacto
         store.close()
         for connection in owner:
             connection.close()
+
+
+@pytest.fixture
+def scratch(postgres_database: PostgresDatabase) -> Iterator[str]:
+    """A new empty database owned by the owner role, dropped afterwards; yields its name."""
+    name = "scratch"
+    with psycopg.connect(postgres_database.superuser, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name} OWNER {OWNER}")
+    try:
+        yield name
+    finally:
+        with psycopg.connect(postgres_database.superuser, autocommit=True) as connection:
+            connection.execute(f"DROP DATABASE {name} WITH (FORCE)")

@@ -94,4 +94,4 @@ class ThrowawayCluster:
 
     def _run(self, program: str, *args: str) -> None:
         command = [*self._as_owner, str(self.binaries / program), *args]
-        subprocess.run(command, check=True, capture_output=True, cwd=self.root)  # noqa: S603
+        subprocess.run(command, check=True, capture_output=True, cwd=self.root)

@@ -184,19 +184,6 @@ def test_a_pooled_connection_is_checked_again(database: PostgresDatabase) -> Non
     assert (raised.value.reason, connection.closed) == ("privileged", True)
 
 
-@pytest.fixture
-def scratch(database: PostgresDatabase) -> Iterator[str]:
-    """A new empty database owned by the owner role, dropped afterwards; yields its name."""
-    name = "scratch"
-    with psycopg.connect(database.superuser, autocommit=True) as connection:
-        connection.execute(f"CREATE DATABASE {name} OWNER {OWNER}")
-    try:
-        yield name
-    finally:
-        with psycopg.connect(database.superuser, autocommit=True) as connection:
-            connection.execute(f"DROP DATABASE {name} WITH (FORCE)")
-
-
 def _owner_runs(database: PostgresDatabase, dbname: str, *statements: str) -> None:
     with psycopg.connect(_dsn(database, OWNER, dbname)) as connection:
         for statement in statements:

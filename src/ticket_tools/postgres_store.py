@@ -187,16 +187,17 @@ class PostgresStore(TicketStore):
         "unavailable" for any other failure (no server, no such database or role).
         """
         source = describe(dsn)
-        options = {"connect_timeout": max(2, math.ceil(timeout))}
+        # libpq takes whole seconds, and reads 1 as 2.
+        connect_timeout = max(2, math.ceil(timeout))
         try:
-            with psycopg.connect(dsn, **options) as connection:
+            with psycopg.connect(dsn, connect_timeout=connect_timeout) as connection:
                 check_connection(connection, source)
                 check_schema(connection, source)
         except psycopg.Error as error:
             raise _store_error(error, source, "connect to") from None
         pool: ConnectionPool = ConnectionPool(
             dsn,
-            kwargs=options,
+            kwargs={"connect_timeout": connect_timeout},
             min_size=1,
             max_size=max_connections,
             open=True,
