@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -178,7 +179,7 @@ def test_import_needs_one_target(
 def test_postgres_without_the_extra_says_how_to_install_it(
     monkeypatch: pytest.MonkeyPatch, capsys: Captured, missing: str, args: list[str]
 ) -> None:
-    real = cli.importlib.util.find_spec
+    real = importlib.util.find_spec
     monkeypatch.setattr(
         "importlib.util.find_spec", lambda name: None if name == missing else real(name)
     )
