@@ -10,16 +10,20 @@ import threading
 from collections.abc import Iterator
 from typing import cast
 
+import mcp_types as types
 import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from conftest import OWNER, READER, PostgresDatabase, StoreFactory
-from expected import ALPHA_TICKETS, BETA_T103, BETA_T104, BETA_T108, T101, T104
+from expected import ALPHA, ALPHA_TICKETS, BETA_T103, BETA_T104, BETA_T108, T101, T104
 from strategies import multi_tenant_records, store_page_requests
 from ticket_tools import DictStore, Records, fixture_records, postgres_store
 from ticket_tools.filters import TicketFilter
+from ticket_tools.mcp_server import build_server
 from ticket_tools.postgres_store import (
     PostgresStore,
     TableNotEmptyError,
@@ -349,6 +353,35 @@ def test_statement_timeout_is_unavailable_then_the_next_call_answers(
         "unavailable",
         f"cannot read {describe(database.reader)} (QueryCanceled)",
     )
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Run the async test on asyncio, the MCP SDK's own default."""
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_over_mcp_a_stopped_server_is_the_fixed_internal_error(
+    fixture_store: object, database: PostgresDatabase
+) -> None:
+    with PostgresStore.open(database.reader, timeout=1.0) as store:
+        async with Client(build_server(ALPHA, store), mode="legacy") as client:
+            before = await client.call_tool("get_ticket", {"ticket_id": "TKT-101"})
+            database.cluster.stop()
+            try:
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool("get_ticket", {"ticket_id": "TKT-101"})
+            finally:
+                database.cluster.start()
+            after = await client.call_tool("get_ticket", {"ticket_id": "TKT-101"})
+    expected = {"ok": True, "ticket": T101}
+    assert (raised.value.code, raised.value.message, raised.value.data) == (
+        types.INTERNAL_ERROR,
+        "Internal error",
+        None,
+    )
+    assert (before.structured_content, after.structured_content) == (expected, expected)
 
 
 # --- Values PostgreSQL text cannot hold, and limits ---
