@@ -152,9 +152,8 @@ def main() -> None:
     print(f"pages per second at 10^6, {THROUGHPUT_SECONDS:.0f} s each, one shared store")
     print(f"{'threads':>7} | {'postgres':>10} | {'sqlite':>10}")
     for threads in THREADS:
-        print(
-            f"{threads:>7} | {high[f'pg {threads}t']:>10,.0f} | {high[f'sqlite {threads}t']:>10,.0f}"
-        )
+        pg, sqlite = high[f"pg {threads}t"], high[f"sqlite {threads}t"]
+        print(f"{threads:>7} | {pg:>10,.0f} | {sqlite:>10,.0f}")
 
 
 if __name__ == "__main__":
