@@ -69,6 +69,15 @@ def _raw_page(dsn: str, tenant: str) -> Callable[[], object]:
     return page
 
 
+def _plan(dsn: str, tenant: str, cursor: str) -> list[str]:
+    """Return PostgreSQL's plan for the store's page query after `cursor`, as the reader."""
+    with psycopg.connect(dsn) as connection:
+        connection.execute(_SCOPE_SQL, (tenant, "5000"))
+        sql = "EXPLAIN (COSTS OFF) " + _PAGE_SQL[(False, False, True)]
+        rows = connection.execute(sql, (tenant, cursor, LIMIT + 1)).fetchall()
+    return [str(row[0]) for row in rows]
+
+
 def _measure(cluster: ThrowawayCluster, size: int, folder: Path) -> dict[str, float]:
     records = _records(size)
     tenant = f"t{TENANTS // 2:03d}"
@@ -105,6 +114,9 @@ def _measure(cluster: ThrowawayCluster, size: int, folder: Path) -> dict[str, fl
             }
         )
         if size == SIZES[-1]:
+            print(f"plan of a page after a cursor at {size:,} tickets, as the reader:")
+            for line in _plan(reader, tenant, str(cursor)):
+                print(f"  {line}")
             _throughput(pg, max(THREADS))  # warm: let the pool grow to its size first
             for threads in THREADS:
                 row[f"pg {threads}t"] = _throughput(pg, threads)

@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from conftest import OWNER, READER, PostgresDatabase, StoreFactory
 from expected import ALPHA, ALPHA_TICKETS, BETA_T103, BETA_T104, BETA_T108, T101, T104
 from strategies import multi_tenant_records, store_page_requests
+from test_sqlite_store import TRAP_RECORDS
 from ticket_tools import DictStore, Records, fixture_records, postgres_store
 from ticket_tools.filters import TicketFilter
 from ticket_tools.mcp_server import build_server
@@ -382,6 +383,37 @@ async def test_over_mcp_a_stopped_server_is_the_fixed_internal_error(
         None,
     )
     assert (before.structured_content, after.structured_content) == (expected, expected)
+
+
+@pytest.mark.parametrize(
+    ("collation", "query", "naive_ids"),
+    [
+        # The column's own collation: lower() folds ASCII only. Python finds 106, 107.
+        pytest.param('"C"', "école", [], id="C-folds-ascii-only"),
+        # The cluster's locale (C.UTF-8, libc): 'İ' lowers to 'i', and 'Σ' always to
+        # 'σ', never the final 'ς'. Python finds nothing for either.
+        pytest.param('"default"', "istanbul", ["TKT-108"], id="libc-İ"),
+        pytest.param('"default"', "Σ", ["TKT-112"], id="libc-final-sigma"),
+    ],
+)
+def test_postgres_lower_would_break_the_traps(
+    postgres_factory: StoreFactory,
+    database: PostgresDatabase,
+    collation: str,
+    query: str,
+    naive_ids: list[str],
+) -> None:
+    # PostgreSQL's own lower() answers these trap queries differently from Python's,
+    # so the store compares with title_lower, lowered by Python at import.
+    postgres_factory(TRAP_RECORDS)
+    naive = (
+        f"SELECT id FROM tickets WHERE strpos(lower(title COLLATE {collation}), lower(%s)) > 0 "
+        "ORDER BY id"
+    )
+    with psycopg.connect(database.reader) as reader:
+        reader.execute("SELECT set_config('app.tenant', 'alpha', true)")
+        rows = reader.execute(naive, (query,)).fetchall()
+    assert [row[0] for row in rows] == naive_ids
 
 
 # --- Values PostgreSQL text cannot hold, and limits ---
