@@ -569,9 +569,14 @@ def test_import_into_a_missing_database(database: PostgresDatabase) -> None:
 
 def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, scratch: str) -> None:
     _owner_runs(database, scratch, "CREATE TABLE tickets (key text, body text)")
+    dsn = _dsn(database, OWNER, scratch)
     with pytest.raises(StoreError) as raised:
-        import_dsn(_dsn(database, OWNER, scratch), fixture_records())
-    assert raised.value.reason == "schema"
+        import_dsn(dsn, fixture_records())
+    assert (raised.value.reason, str(raised.value)) == (
+        "schema",
+        f"{describe(dsn)} has no ticket-tools tickets table (schema version 1) "
+        "with its row-level security forced",
+    )
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import psycopg
 from psycopg import sql
@@ -278,8 +278,8 @@ class PostgresStore(TicketStore):
 
 def check_connection(connection: psycopg.Connection, source: str) -> None:
     """Raise StoreError("privileged") if the connection's roles could bypass the policy."""
-    flags = connection.execute(_ROLE_SQL).fetchone()
-    for flag, refusal in zip(flags or (), _ROLE_REFUSALS, strict=True):
+    [flags] = connection.execute(_ROLE_SQL).fetchall()  # one row of three booleans
+    for flag, refusal in zip(flags, _ROLE_REFUSALS, strict=True):
         if flag:
             raise StoreError(
                 "privileged",
@@ -333,7 +333,7 @@ def import_records(
             for statement in _CREATE_SCHEMA:
                 connection.execute(statement)
         else:
-            check_schema(connection, "the database")
+            check_schema(connection, _describe(connection.info.get_parameters()))
         # Under FORCE the owner, too, sees only app.tenant's rows and may insert no
         # other: lift it for this transaction only. ALTER TABLE holds an ACCESS
         # EXCLUSIVE lock until commit, so no other session ever sees the table unforced.
@@ -392,6 +392,10 @@ def describe(dsn: str) -> str:
         params = conninfo_to_dict(dsn)
     except psycopg.Error:
         return "PostgreSQL (an unreadable DSN)"
+    return _describe(params)
+
+
+def _describe(params: Mapping[str, object]) -> str:
     shown = [
         f"{name}={params[name]}" for name in ("user", "host", "port", "dbname") if name in params
     ]
