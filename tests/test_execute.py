@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from expected import ALPHA, ALPHA_NO_READ
+from expected import ALPHA, ALPHA_NO_READ, UNKNOWN_TOOL_DETAIL
 from strategies import INJECTION_MARKER, edge_json_values, instruction_texts, invalid_values
 from ticket_tools import Arg, Tool, execute_tool, fixture_records, run_tool
 from ticket_tools.catalog import REGISTRY
@@ -78,7 +78,7 @@ def test_detail_names_the_argument_and_rule(name: str, args: object, detail: str
             {},
             ALPHA,
             {"ok": False, "code": "unknown_tool"},
-            "unknown tool; the tools are: get_ticket, search_tickets",
+            UNKNOWN_TOOL_DETAIL,
             id="unknown-tool",
         ),
         pytest.param(
@@ -151,5 +151,5 @@ def test_unknown_tool_name_is_never_echoed(name: str, args: object) -> None:
     outcome = run_tool(name, args, ALPHA, fixture_records())
     assert (outcome.result, outcome.detail) == (
         {"ok": False, "code": "unknown_tool"},
-        "unknown tool; the tools are: get_ticket, search_tickets",
+        UNKNOWN_TOOL_DETAIL,
     )

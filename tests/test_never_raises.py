@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import StoreFactory
-from expected import ALPHA
+from expected import ALPHA, TOOL_NAMES
 from strategies import json_values, tool_args
 from ticket_tools import execute_tool, fixture_records
 
@@ -19,7 +19,7 @@ FIXTURE_TICKETS = {
     if key.startswith("alpha:")
 }
 
-names = st.one_of(st.sampled_from(("get_ticket", "search_tickets")), json_values)
+names = st.one_of(st.sampled_from(TOOL_NAMES), json_values)
 
 
 def assert_contract_shape(name: object, result: object) -> None:
@@ -60,7 +60,7 @@ def _nested(depth: int, container: str) -> object:
     return value
 
 
-@pytest.mark.parametrize("name", ["get_ticket", "search_tickets", "nope"])
+@pytest.mark.parametrize("name", [*TOOL_NAMES, "nope"])
 @pytest.mark.parametrize(
     "args",
     [
