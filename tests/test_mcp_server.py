@@ -30,6 +30,7 @@ from ticket_tools import execute_tool, fixture_records, mcp_server, run_tool
 from ticket_tools.acceptance import ALPHA, BETA, CALLS, AcceptanceCall
 from ticket_tools.cli import main
 from ticket_tools.exports import export_declarations
+from ticket_tools.filters import TicketFilter
 from ticket_tools.mcp_server import build_server, call_result
 from ticket_tools.outcome import Outcome
 from ticket_tools.store import DictStore, Records, TicketStore
@@ -501,15 +502,7 @@ def test_raw_json_rpc_lines(errlog: TextIO) -> None:
 class SearchFailsStore(DictStore):
     """The fixture store, except that every search fails, as a database behind it might."""
 
-    def page(
-        self,
-        tenant: str,
-        *,
-        status: str | None,
-        query: str | None,
-        after: str | None,
-        count: int,
-    ) -> list[Ticket]:
+    def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
         raise RuntimeError("secret connection string")
 
 

@@ -20,6 +20,7 @@ from ticket_tools import (
 )
 from ticket_tools.arguments import Arguments
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.filters import STATUS_ARG, filter_from
 from ticket_tools.outcome import success
 from ticket_tools.registry import READ_ONLY, Annotations
 
@@ -84,18 +85,19 @@ def test_registering_a_name_twice_raises() -> None:
 
 
 # A name no real tool will take, so the demo never collides with one that is added.
-DEMO_NAME = "demo_echo_tool_for_tests"
+DEMO_NAME = "demo_count_tool_for_tests"
 
 
-def _echo(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
-    return success(echo=args["text"])
+def _count(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
+    found = store.find(tenant, filter_from(args), limit=None)
+    return success(count=len(found))
 
 
 DEMO_TOOL = Tool(
     name=DEMO_NAME,
-    description="Echo the text given.",
-    arguments=(Arg("text", "string", "Any text.", required=True, max_length=20),),
-    handler=_echo,
+    description="Count the organisation's tickets, optionally of one status.",
+    arguments=(STATUS_ARG,),
+    handler=_count,
     annotations=READ_ONLY,
 )
 
@@ -107,16 +109,15 @@ def test_a_third_tool_is_one_registry_entry() -> None:
     def call(name: str, args: object, context: Mapping[str, object] = ALPHA) -> object:
         return run_tool(name, args, context, records, registry=registry).result
 
-    assert call(DEMO_NAME, {"text": "hello"}) == {"ok": True, "echo": "hello"}
+    assert call(DEMO_NAME, {}) == {"ok": True, "count": 7}
+    assert call(DEMO_NAME, {"status": "closed"}) == {"ok": True, "count": 3}
     # The shared checks hold for it without a line of its own.
-    assert call(DEMO_NAME, {"text": "hello", "tenant": "beta"}) == INVALID
-    assert call(DEMO_NAME, {"text": None}) == INVALID
-    assert call(DEMO_NAME, {}) == INVALID
-    no_read = {"tenant": "alpha", "can_read_tickets": False}
-    assert call(DEMO_NAME, {"text": "hello"}, no_read) == FORBIDDEN
+    assert call(DEMO_NAME, {"tenant": "beta"}) == INVALID
+    assert call(DEMO_NAME, {"status": None}) == INVALID
+    assert call(DEMO_NAME, {}, {"tenant": "alpha", "can_read_tickets": False}) == FORBIDDEN
     # The other tools are unchanged, and the shared registry does not know it.
     assert call("get_ticket", {"ticket_id": "TKT-104"}) == ALPHA_104
-    assert execute_tool(DEMO_NAME, {"text": "hello"}, ALPHA, records) == UNKNOWN
+    assert execute_tool(DEMO_NAME, {}, ALPHA, records) == UNKNOWN
     names = [d["name"] for d in tool_declarations(registry)]
     assert names == [*TOOL_NAMES, DEMO_NAME]
 

@@ -19,6 +19,7 @@ from expected import (
     T115,
 )
 from ticket_tools import DictStore, Ticket, execute_tool, fixture_records
+from ticket_tools.filters import TicketFilter
 
 INVALID = {"ok": False, "code": "invalid_arguments"}
 FORBIDDEN = {"ok": False, "code": "forbidden"}
@@ -244,19 +245,9 @@ class RecordingStore(DictStore):
         super().__init__(fixture_records())
         self.requests: list[dict[str, object]] = []
 
-    def page(
-        self,
-        tenant: str,
-        *,
-        status: str | None,
-        query: str | None,
-        after: str | None,
-        count: int,
-    ) -> list[Ticket]:
-        self.requests.append(
-            {"tenant": tenant, "status": status, "query": query, "after": after, "count": count}
-        )
-        return super().page(tenant, status=status, query=query, after=after, count=count)
+    def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
+        self.requests.append({"tenant": tenant, "where": where, "limit": limit})
+        return super().find(tenant, where, limit=limit)
 
 
 def test_asks_the_store_for_one_ticket_more_than_the_limit() -> None:
@@ -265,5 +256,9 @@ def test_asks_the_store_for_one_ticket_more_than_the_limit() -> None:
     args = {"status": "open", "query": "login", "cursor": "TKT-100", "limit": 1}
     assert execute_tool("search_tickets", args, ALPHA, store)["next_cursor"] == "TKT-101"
     assert store.requests == [
-        {"tenant": "alpha", "status": "open", "query": "login", "after": "TKT-100", "count": 2}
+        {
+            "tenant": "alpha",
+            "where": TicketFilter(status="open", text="login", after="TKT-100"),
+            "limit": 2,
+        }
     ]

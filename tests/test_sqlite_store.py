@@ -23,6 +23,7 @@ from ticket_tools import (
     sqlite_store,
 )
 from ticket_tools.acceptance import CALLS, AcceptanceCall
+from ticket_tools.filters import TicketFilter
 from ticket_tools.sqlite_store import RecordsError, SQLiteStore, write_database
 from ticket_tools.store import StoreError
 
@@ -60,7 +61,7 @@ def test_page_query_searches_the_primary_key(
 ) -> None:
     # One SEARCH line and nothing else: no "SCAN tickets" and no
     # "USE TEMP B-TREE FOR ORDER BY", because the key order is the ORDER BY.
-    assert fixture_store.query_plan(status=status, query=query, after=after) == plan
+    assert fixture_store.query_plan(TicketFilter(status, query, after)) == plan
 
 
 # --- The contract's text semantics, where SQLite's own would differ ---
@@ -110,7 +111,7 @@ TRAPS = [
 @pytest.mark.parametrize(("query", "ids"), TRAPS)
 def test_text_filter_traps(make_store: StoreFactory, query: str, ids: list[str]) -> None:
     store = as_store(make_store(TRAP_RECORDS))
-    found = store.page("alpha", status=None, query=query, after=None, count=20)
+    found = store.find("alpha", TicketFilter(text=query), limit=20)
     assert [ticket["id"] for ticket in found] == ids
 
 
@@ -225,7 +226,7 @@ def test_page_on_a_database_locked_after_open(database: Path) -> None:
         writer = sqlite3.connect(database, isolation_level=None)
         writer.execute("BEGIN EXCLUSIVE")
         with pytest.raises(StoreError) as raised:
-            store.page("alpha", status=None, query=None, after=None, count=2)
+            store.find("alpha", TicketFilter(), limit=2)
         writer.execute("ROLLBACK")
         writer.close()
         assert raised.value.reason == "locked"
@@ -288,8 +289,8 @@ def test_import_round_trip_matches_the_dict_store(database: Path) -> None:
             tenant, ticket_id = key.split(":")
             assert store.get(tenant, ticket_id) == dict_store.get(tenant, ticket_id)
         for tenant in ("alpha", "beta", "gamma"):
-            assert store.page(tenant, status=None, query=None, after=None, count=11) == (
-                dict_store.page(tenant, status=None, query=None, after=None, count=11)
+            assert store.find(tenant, TicketFilter(), limit=None) == (
+                dict_store.find(tenant, TicketFilter(), limit=None)
             )
 
 
@@ -459,9 +460,10 @@ def test_page_matches_the_dict_store(
     assert query is None or isinstance(query, str)
     assert after is None or isinstance(after, str)
     assert isinstance(count, int)
-    expected = DictStore(records).page(tenant, status=status, query=query, after=after, count=count)
+    where = TicketFilter(status, query, after)
+    expected = DictStore(records).find(tenant, where, limit=count)
     with SQLiteStore.from_records(records) as store:
-        found = store.page(tenant, status=status, query=query, after=after, count=count)
+        found = store.find(tenant, where, limit=count)
     assert found == expected
 
 
@@ -513,7 +515,7 @@ def test_page_statement_is_built_from_fixed_fragments(filters: dict[str, bool], 
 
 
 def test_a_page_of_one(fixture_store: SQLiteStore) -> None:
-    assert fixture_store.page("beta", status=None, query=None, after=None, count=1) == [
+    assert fixture_store.find("beta", TicketFilter(), limit=1) == [
         {"id": "TKT-103", "title": "Refund not received", "status": "open"}
     ]
 

@@ -3,6 +3,7 @@
 from ticket_tools.arguments import Arg, ArgError
 from ticket_tools.declarations import tool_declarations
 from ticket_tools.execute import Context, execute_tool, run_tool
+from ticket_tools.filters import TicketFilter
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.outcome import Code, Outcome
 from ticket_tools.registry import Tool, ToolRegistry
@@ -19,6 +20,7 @@ __all__ = [
     "Records",
     "StoreError",
     "Ticket",
+    "TicketFilter",
     "TicketStore",
     "Tool",
     "ToolRegistry",

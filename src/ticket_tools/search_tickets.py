@@ -5,16 +5,15 @@ from __future__ import annotations
 from typing import cast
 
 from ticket_tools.arguments import Arg, Arguments
+from ticket_tools.filters import QUERY_ARG, STATUS_ARG, filter_from
 from ticket_tools.outcome import Outcome, success
 from ticket_tools.registry import READ_ONLY, Tool
 from ticket_tools.store import TicketStore
-from ticket_tools.tickets import STATUSES, ticket_id_arg
+from ticket_tools.tickets import ticket_id_arg
 
 DEFAULT_LIMIT = 5
 # Small pages keep each tool result short in the model's context window.
 MAX_LIMIT = 10
-# Long enough for a phrase, short enough that a query cannot smuggle a document.
-MAX_QUERY_LENGTH = 40
 
 
 def _search_tickets(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
@@ -27,13 +26,8 @@ def _search_tickets(args: Arguments, tenant: str, store: TicketStore) -> Outcome
     the store returns TKT-115 alone: the page is TKT-115 and next_cursor is None.
     """
     limit = cast(int, args["limit"])
-    found = store.page(
-        tenant,
-        status=cast("str | None", args.get("status")),
-        query=cast("str | None", args.get("query")),
-        after=cast("str | None", args.get("cursor")),
-        count=limit + 1,
-    )
+    where = filter_from(args, after=cast("str | None", args.get("cursor")))
+    found = store.find(tenant, where, limit=limit + 1)
     tickets = found[:limit]
     next_cursor = tickets[-1]["id"] if len(found) > limit else None
     return success(tickets=tickets, next_cursor=next_cursor)
@@ -51,23 +45,8 @@ TOOL = Tool(
         "organisation comes from the session and is never an argument."
     ),
     arguments=(
-        Arg(
-            name="status",
-            type="string",
-            description="Only tickets with this status. Omit to include both.",
-            enum=STATUSES,
-        ),
-        Arg(
-            name="query",
-            type="string",
-            description=(
-                "Only tickets whose title contains this text, ignoring case (the title "
-                "alone is searched; the text is used as given, spaces included). Omit "
-                "for no text filter."
-            ),
-            min_length=1,
-            max_length=MAX_QUERY_LENGTH,
-        ),
+        STATUS_ARG,
+        QUERY_ARG,
         Arg(
             name="limit",
             type="integer",

@@ -10,7 +10,8 @@ import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from ticket_tools.store import Records, StoreError, TicketStore
+from ticket_tools.filters import TicketFilter, title_contains
+from ticket_tools.store import Records, StoreError, TicketStore, tenant_of
 from ticket_tools.tickets import Ticket
 
 # Written into the file header so `open` can tell a ticket database of this schema
@@ -95,7 +96,7 @@ class SQLiteStore(TicketStore):
         self._close = weakref.finalize(self, connection.close)
         try:
             _check_schema(connection, source)
-            connection.create_function(_MATCH_FUNCTION, 2, _title_contains, deterministic=True)
+            connection.create_function(_MATCH_FUNCTION, 2, _title_matches, deterministic=True)
             connection.execute("PRAGMA query_only = ON")
         except sqlite3.Error as error:
             self.close()
@@ -154,29 +155,21 @@ class SQLiteStore(TicketStore):
         rows = self._select(_GET_SQL, (tenant, ticket_id))
         return _ticket(rows[0]) if rows else None
 
-    def page(
-        self,
-        tenant: str,
-        *,
-        status: str | None,
-        query: str | None,
-        after: str | None,
-        count: int,
-    ) -> list[Ticket]:
-        """Return up to `count` of `tenant`'s matching tickets with id > `after`, by id.
+    def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
+        """Return the first `limit` (None: all) of `tenant`'s tickets matching `where`, by id.
 
         One range read of the primary key from (tenant, after) onwards, filtered as
-        it goes and stopped after `count` rows: the cost follows the rows read in
+        it goes and stopped after `limit` rows: the cost follows the rows read in
         this tenant's range, not the size of the table.
         """
-        if count <= 0:  # SQLite reads a negative LIMIT as "no limit".
+        if limit is not None and limit <= 0:  # SQLite reads a negative LIMIT as "no limit".
             return []
-        sql, params = _page_query(tenant, status=status, query=query, after=after, count=count)
+        sql, params = _page_query(tenant, where, limit)
         return [_ticket(row) for row in self._select(sql, params)]
 
-    def query_plan(self, *, status: str | None, query: str | None, after: str | None) -> list[str]:
-        """Return SQLite's EXPLAIN QUERY PLAN lines for the page query with these filters."""
-        sql, params = _page_query("tenant", status=status, query=query, after=after, count=1)
+    def query_plan(self, where: TicketFilter) -> list[str]:
+        """Return SQLite's EXPLAIN QUERY PLAN lines for the page query of `where`."""
+        sql, params = _page_query("tenant", where, 1)
         rows = self._select(f"EXPLAIN QUERY PLAN {sql}", params)
         return [str(row[3]) for row in rows]
 
@@ -263,10 +256,11 @@ def _row(position: int, key: object, stored: object) -> tuple[str, str, str, str
         raise RecordsError(f"{where}: the key is not a string")
     # Any id without a ":" round-trips: SQLite compares TEXT as UTF-8 bytes, which
     # orders exactly as Python orders str (by code point).
-    tenant, separator, key_id = key.rpartition(":")
+    tenant = tenant_of(key)
+    key_id = key[len(tenant) + 1 :]
     # A tenant with a ":" would make "a:b:TKT-101" mean two things; the dict store
     # would show it to tenant "a" by prefix, a table only to tenant "a:b".
-    if not separator or not tenant or ":" in tenant or key_id != ticket_id:
+    if not tenant or ":" in tenant or key_id != ticket_id:
         raise RecordsError(f'{where}: the key is not "tenant:" followed by the ticket\'s own id')
     if not all(_encodable(text) for text in (tenant, ticket_id, title, status)):
         raise RecordsError(f"{where}: the text is not valid Unicode (a lone surrogate)")
@@ -295,23 +289,23 @@ def _check_schema(connection: sqlite3.Connection, source: str) -> None:
 
 
 def _page_query(
-    tenant: str, *, status: str | None, query: str | None, after: str | None, count: int
+    tenant: str, where: TicketFilter, limit: int | None
 ) -> tuple[str, tuple[object, ...]]:
     params: list[object] = [tenant]
-    if after is not None:
-        params.append(after)
-    if status is not None:
-        params.append(status)
-    if query is not None:
-        params.append(query.lower())
-    params.append(count)
-    sql = _PAGE_SQL[(status is not None, query is not None, after is not None)]
+    if where.after is not None:
+        params.append(where.after)
+    if where.status is not None:
+        params.append(where.status)
+    if where.text is not None:
+        params.append(where.text)
+    params.append(-1 if limit is None else limit)
+    sql = _PAGE_SQL[(where.status is not None, where.text is not None, where.after is not None)]
     return sql, tuple(params)
 
 
-def _title_contains(title: object, needle: object) -> bool:
-    """The contract's text filter: `needle` (already lowercased) in the lowercased title."""
-    return isinstance(title, str) and isinstance(needle, str) and needle in title.lower()
+def _title_matches(title: object, text: object) -> bool:
+    """Apply the contract's text filter (`title_contains`) inside SQLite."""
+    return isinstance(title, str) and isinstance(text, str) and title_contains(title, text)
 
 
 def _ticket(row: tuple[object, ...]) -> Ticket:

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from operator import itemgetter
 from typing import Literal
 
+from ticket_tools.filters import TicketFilter
 from ticket_tools.tickets import Ticket, public_view
 
 Records = Mapping[str, Mapping[str, object]]
@@ -31,6 +32,15 @@ class StoreError(Exception):
         self.reason: StoreFailure = reason
 
 
+def tenant_of(key: str) -> str:
+    """Return the tenant a store key belongs to: everything before its last ":".
+
+    "alpha:TKT-101" is alpha's; "alpha:x:TKT-001" belongs to tenant "alpha:x", not to
+    "alpha", although it starts with "alpha:".
+    """
+    return key.rpartition(":")[0]
+
+
 class TicketStore(ABC):
     """A read-only ticket store. Every method is scoped by a tenant from trusted context."""
 
@@ -39,20 +49,8 @@ class TicketStore(ABC):
         """Return the public view of one of `tenant`'s tickets, or None."""
 
     @abstractmethod
-    def page(
-        self,
-        tenant: str,
-        *,
-        status: str | None,
-        query: str | None,
-        after: str | None,
-        count: int,
-    ) -> list[Ticket]:
-        """Return up to `count` of `tenant`'s matching tickets with id > `after`, by id.
-
-        `status` keeps tickets with that exact status; `query` keeps tickets whose
-        title, lowercased, contains the lowercased query. None means no filter.
-        """
+    def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
+        """Return the first `limit` (None: all) of `tenant`'s tickets matching `where`, by id."""
 
 
 class DictStore(TicketStore):
@@ -66,34 +64,21 @@ class DictStore(TicketStore):
         stored = self._records.get(f"{tenant}:{ticket_id}")
         return None if stored is None else public_view(stored)
 
-    def page(
-        self,
-        tenant: str,
-        *,
-        status: str | None,
-        query: str | None,
-        after: str | None,
-        count: int,
-    ) -> list[Ticket]:
-        """Make one pass over the mapping, then keep the `count` lowest ids.
+    def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
+        """Make one pass over the mapping, then keep the `limit` lowest ids.
 
         A plain mapping has no index, so the pass is the irreducible cost; the
-        heap keeps the sort at O(matches log count) instead of sorting them all.
-        A key belongs to the tenant before its last ":", so "alpha:x:TKT-001"
-        (tenant "alpha:x") is not one of alpha's tickets although it starts
-        with "alpha:".
+        heap keeps the sort at O(matches log limit) instead of sorting them all.
         """
+        # The prefix test is a fast necessary condition; `tenant_of` is the rule.
         prefix = f"{tenant}:"
-        start = len(prefix)
-        needle = None if query is None else query.lower()
         matches = [
             stored
             for key, stored in self._records.items()
-            if key.startswith(prefix)
-            and ":" not in key[start:]
-            and (status is None or stored["status"] == status)
-            and (needle is None or needle in str(stored["title"]).lower())
-            and (after is None or str(stored["id"]) > after)
+            if key.startswith(prefix) and tenant_of(key) == tenant and where.matches(stored)
         ]
-        lowest = heapq.nsmallest(count, matches, key=itemgetter("id"))
+        if limit is None:
+            lowest = sorted(matches, key=itemgetter("id"))
+        else:
+            lowest = heapq.nsmallest(limit, matches, key=itemgetter("id"))
         return [public_view(stored) for stored in lowest]
