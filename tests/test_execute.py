@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from argument_edges import INJECTION_MARKER, edge_json_values, instruction_texts, invalid_values
 from expected import ALPHA, ALPHA_NO_READ, UNKNOWN_TOOL_DETAIL
-from strategies import INJECTION_MARKER, edge_json_values, instruction_texts, invalid_values
 from ticket_tools import Arg, Tool, execute_tool, fixture_records, run_tool
 from ticket_tools.catalog import REGISTRY
 

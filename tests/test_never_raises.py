@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from conftest import StoreFactory
 from expected import ALPHA, TOOL_NAMES
-from strategies import json_values, tool_args
 from ticket_tools import execute_tool, fixture_records
+from ticket_tools.catalog import REGISTRY
 
 CODES = ("unknown_tool", "invalid_arguments", "forbidden", "not_found")
 TICKET_KEYS = {"id", "title", "status"}
@@ -18,6 +18,44 @@ FIXTURE_TICKETS = {
     for key, t in fixture_records().items()
     if key.startswith("alpha:")
 }
+
+# Every argument name some tool declares, in registry order.
+ARGUMENT_NAMES = tuple(dict.fromkeys(arg.name for tool in REGISTRY for arg in tool.arguments))
+
+json_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(min_value=-(10**400), max_value=10**400),
+    st.floats(),  # NaN and the infinities included
+    st.text(),
+    st.sampled_from(("TKT-104", "TKT-١٠٤", "TKT-104\n", "open", "5", "", "😀" * 41)),
+)
+"""JSON-like scalars, including the values that trap Python code."""
+
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.one_of(
+        st.lists(children, max_size=4),
+        st.dictionaries(st.text(max_size=12), children, max_size=4),
+    ),
+    max_leaves=20,
+)
+"""Arbitrary JSON-like values: scalars, lists and string-keyed dicts, nested."""
+
+
+@st.composite
+def tool_args(draw: st.DrawFn) -> object:
+    """Draw untrusted tool arguments: any JSON value, or a dict using the real argument names."""
+    real_keys = st.sampled_from((*ARGUMENT_NAMES, "tenant"))
+    return draw(
+        st.one_of(
+            json_values,
+            st.dictionaries(real_keys, json_values, max_size=5),
+            st.dictionaries(real_keys, json_scalars, max_size=5),
+        )
+    )
+
 
 names = st.one_of(st.sampled_from(TOOL_NAMES), json_values)
 
