@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -71,13 +73,18 @@ def assert_contract_shape(name: object, result: object) -> None:
     if name == "get_ticket":
         assert set(result) == {"ok", "ticket"}
         tickets = [result["ticket"]]
-    else:
-        assert name == "search_tickets"
+    elif name == "search_tickets":
         assert set(result) == {"ok", "tickets", "next_cursor"}
         tickets = result["tickets"]
         assert type(tickets) is list
         assert len(tickets) <= 10
         assert result["next_cursor"] is None or result["next_cursor"] == tickets[-1]["id"]
+    else:
+        # A tool added after this module was written: it has no shape here (its own suite
+        # pins it), but its result is still plain JSON, NaN excluded.
+        assert name in TOOL_NAMES
+        assert json.loads(json.dumps(result, allow_nan=False)) == result
+        return
     for ticket in tickets:
         assert type(ticket) is dict
         assert set(ticket) == TICKET_KEYS
