@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -105,9 +106,21 @@ def _write_other_sqlite(path: Path) -> None:
     connection.close()
 
 
+def _socket(path: Path) -> None:
+    # A file SQLite cannot open at all: open(2) on a socket fails (ENXIO).
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+
+
 OPEN_CASES = [
     pytest.param(lambda path: None, "missing", "no database at {path}", id="missing"),
     pytest.param(Path.mkdir, "unavailable", "cannot read {path}: it is a folder", id="folder"),
+    pytest.param(
+        _socket,
+        "unavailable",
+        "cannot read {path}: unable to open database file (SQLITE_CANTOPEN)",
+        id="socket",
+    ),
     pytest.param(
         lambda path: path.write_text('{"alpha:TKT-101": {}}'),
         "schema",
