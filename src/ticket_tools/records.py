@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import NamedTuple, TypeGuard
 
 from ticket_tools.store import tenant_of
 from ticket_tools.tickets import TICKET_ID_PATTERN
 
-FIELDS = ("id", "title", "status")
+_TICKET_ID = re.compile(TICKET_ID_PATTERN)
+_FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 
 
 class RecordsError(ValueError):
@@ -30,7 +31,7 @@ class StoredRow(NamedTuple):
     status: str
 
 
-def is_text(value: object) -> bool:
+def is_text(value: object) -> TypeGuard[str]:
     """Return whether `value` is a str with a UTF-8 form.
 
     JSON can escape a lone surrogate ("\\ud800") and a non-UTF-8 command line or
@@ -38,6 +39,8 @@ def is_text(value: object) -> bool:
     """
     if type(value) is not str:
         return False
+    if value.isascii():  # the common case, answered without encoding
+        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
@@ -65,15 +68,20 @@ def record_rows(records: object) -> list[StoredRow]:
 
 
 def _row(position: int, key: object, stored: object) -> StoredRow:
-    where = f"record {position} (in file order)"
-    if not isinstance(stored, Mapping) or not all(is_text(stored.get(f)) for f in FIELDS):
-        raise RecordsError(f"{where}: id, title and status must be strings of valid Unicode")
-    ticket_id, title, status = (str(stored[field]) for field in FIELDS)
-    if re.fullmatch(TICKET_ID_PATTERN, ticket_id) is None:
-        raise RecordsError(f"{where}: the id is not TKT- followed by exactly three digits")
+    if not isinstance(stored, Mapping):
+        raise _refused(position, _FIELDS_RULE)
+    ticket_id, title, status = stored.get("id"), stored.get("title"), stored.get("status")
+    if not (is_text(ticket_id) and is_text(title) and is_text(status)):
+        raise _refused(position, _FIELDS_RULE)
+    if _TICKET_ID.fullmatch(ticket_id) is None:
+        raise _refused(position, "the id is not TKT- followed by exactly three digits")
     if not is_text(key):
-        raise RecordsError(f"{where}: the key is not a string of valid Unicode")
-    tenant = tenant_of(str(key))
-    if not tenant or ":" in tenant or str(key) != f"{tenant}:{ticket_id}":
-        raise RecordsError(f'{where}: the key is not "tenant:" followed by the ticket\'s own id')
+        raise _refused(position, "the key is not a string of valid Unicode")
+    tenant = tenant_of(key)
+    if not tenant or ":" in tenant or key != f"{tenant}:{ticket_id}":
+        raise _refused(position, 'the key is not "tenant:" followed by the ticket\'s own id')
     return StoredRow(tenant, ticket_id, title, status)
+
+
+def _refused(position: int, rule: str) -> RecordsError:
+    return RecordsError(f"record {position} (in file order): {rule}")
