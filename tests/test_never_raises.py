@@ -144,3 +144,49 @@ def test_extreme_inputs_return_a_failure_or_result(
 def test_extreme_names_are_unknown(make_store: StoreFactory, name: object) -> None:
     result = execute_tool(name, {}, ALPHA, make_store(fixture_records()))
     assert result == {"ok": False, "code": "unknown_tool"}
+
+
+# Issue 12, item 1: a lone surrogate is valid JSON ("\ud800") and a non-UTF-8 --tenant
+# byte decodes to one; SQLite cannot bind it, and raised UnicodeEncodeError. Stored text
+# is always encodable, so nothing can match it: every store says so.
+@pytest.mark.parametrize(
+    ("name", "args", "context", "expected"),
+    [
+        pytest.param(
+            "search_tickets",
+            {"query": "\ud800"},
+            ALPHA,
+            {"ok": True, "tickets": [], "next_cursor": None},
+            id="query",
+        ),
+        pytest.param(
+            "search_tickets",
+            {"query": "login\udcff", "status": "open"},
+            ALPHA,
+            {"ok": True, "tickets": [], "next_cursor": None},
+            id="query-with-status",
+        ),
+        pytest.param(
+            "search_tickets",
+            {},
+            {"tenant": "\udcff", "can_read_tickets": True},
+            {"ok": True, "tickets": [], "next_cursor": None},
+            id="tenant-search",
+        ),
+        pytest.param(
+            "get_ticket",
+            {"ticket_id": "TKT-104"},
+            {"tenant": "alpha\ud800", "can_read_tickets": True},
+            {"ok": False, "code": "not_found"},
+            id="tenant-get",
+        ),
+    ],
+)
+def test_text_without_a_utf8_form_matches_nothing(
+    make_store: StoreFactory,
+    name: str,
+    args: dict[str, object],
+    context: dict[str, object],
+    expected: dict[str, object],
+) -> None:
+    assert execute_tool(name, args, context, make_store(fixture_records())) == expected

@@ -270,8 +270,15 @@ class ArgError:
 
 
 def parse_arguments(spec: tuple[Arg, ...], args: object) -> dict[str, ArgValue] | ArgError:
-    """Check untrusted `args` against `spec`; return the parsed values or the first error."""
-    if not isinstance(args, dict):
+    """Check untrusted `args` against `spec`; return the parsed values or the first error.
+
+    Accepted: exactly what a JSON object parses to, a plain `dict` whose keys are
+    all plain `str`. A dict subclass, a non-str key or a str-subclass key can
+    redefine iteration, lookup or equality (a key equal to every name, an
+    `__eq__` that raises), so each is "not a JSON object", and no method of theirs
+    is ever called.
+    """
+    if type(args) is not dict or not all(type(key) is str for key in args):
         return ArgError(None, "the arguments must be a JSON object")
     names = tuple(arg.name for arg in spec)
     # The offending key is not named: it is untrusted text chosen by the caller.

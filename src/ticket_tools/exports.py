@@ -128,6 +128,11 @@ def export_declarations(
     return [exporter(tool) for tool in registry]
 
 
+def tool_declarations(registry: ToolRegistry = REGISTRY) -> list[dict[str, object]]:
+    """Return {"name", "description", "parameters"} for each tool, in registry order."""
+    return export_declarations("json-schema", registry)
+
+
 def declaration_schema(fmt: ExportFormat, declaration: Mapping[str, object]) -> dict[str, object]:
     """Return the arguments' JSON Schema inside one declaration exported in format `fmt`."""
     node: object = declaration
