@@ -1,25 +1,39 @@
 """PostgreSQL beside SQLite on the same tickets: page latency, its growth, throughput, RLS cost.
 
-A throwaway cluster (tests/postgres_cluster.py: unix socket, fsync off) holds 10^3 and then
+A throwaway cluster (tests/postgres_cluster.py: unix socket, fsync off) holds 10^3 and
 10^6 tickets over 1,000 tenants, imported with COPY by `import_records`; SQLite gets the
-same records. Latency is the best of ROUNDS interleaved runs (as in bench_store), in
-microseconds per search_tickets call through execute_tool. Throughput is pages per second
-over THROUGHPUT_SECONDS with 1 and 16 threads sharing one store, each thread on its own
-tenant. The second wall's cost is the store's own two statements run on a bare
-connection, as the reader (policy applied) and as a superuser (policy skipped).
+same records. Latency is timed as in bench_store: every call once per round, paired, the
+median of ROUNDS rounds, in microseconds per search_tickets call through execute_tool;
+each ratio is taken round by round. Throughput is pages per second over
+THROUGHPUT_SECONDS with 1 and 16 threads sharing one store, each thread on its own
+tenant. The second wall's cost is the store's own statements run on a bare connection,
+as the reader (policy applied) and as a superuser (policy skipped).
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import psycopg
-from bench_store import LIMIT, ROUNDS, TENANTS, _best_microseconds, _deep_cursor, _records
+from bench_store import (
+    CONTEXT,
+    FIRST,
+    LIMIT,
+    ROUNDS,
+    TENANT,
+    TENANTS,
+    _deep,
+    _paired_rounds,
+    _per_round,
+    _records,
+)
 
 from ticket_tools import TicketStore, execute_tool
 from ticket_tools.postgres_store import _PAGE_SQL, _SCOPE_SQL, PostgresStore, import_records
@@ -32,6 +46,8 @@ SIZES = (10**3, 10**6)
 THREADS = (1, 16)
 # Each throughput figure counts pages for this long; short, so the whole run stays bounded.
 THROUGHPUT_SECONDS = 2.0
+GROWTH_TARGET = 2.0  # PostgreSQL page latency at 10^6 / at 10^3
+OWNER, READER = "ticket_owner", "ticket_reader"
 
 
 def _throughput(store: TicketStore, threads: int) -> float:
@@ -42,7 +58,7 @@ def _throughput(store: TicketStore, threads: int) -> float:
     def work(slot: int) -> None:
         context = {"tenant": f"t{slot * 37 % TENANTS:03d}", "can_read_tickets": True}
         while time.perf_counter() < stop:
-            execute_tool("search_tickets", {"limit": LIMIT}, context, store)
+            execute_tool("search_tickets", FIRST, context, store)
             counts[slot] += 1
 
     workers = [threading.Thread(target=work, args=(slot,)) for slot in range(threads)]
@@ -54,118 +70,138 @@ def _throughput(store: TicketStore, threads: int) -> float:
     return sum(counts) / (time.perf_counter() - started)
 
 
-def _raw_page(dsn: str, tenant: str) -> Callable[[], object]:
-    """One page as the store reads it (scope, then the keyset query), on a bare connection."""
-    connection = psycopg.connect(dsn)
+def _page_call(args: dict[str, object], store: TicketStore) -> Callable[[], object]:
+    return lambda: execute_tool("search_tickets", args, CONTEXT, store)
+
+
+def _raw_page(connection: psycopg.Connection) -> Callable[[], object]:
+    """One first page as the store reads it (scope, then the keyset query), on a bare connection."""
     connection.read_only = True
     sql = _PAGE_SQL[(False, False, False)]
 
     def page() -> object:
-        connection.execute(_SCOPE_SQL, (tenant, "5000"))
-        rows = connection.execute(sql, (tenant, LIMIT + 1)).fetchall()
+        connection.execute(_SCOPE_SQL, (TENANT, "5000"))
+        rows = connection.execute(sql, (TENANT, LIMIT + 1)).fetchall()
         connection.commit()
         return rows
 
     return page
 
 
-def _plan(dsn: str, tenant: str, cursor: str) -> list[str]:
+def _plan(dsn: str, cursor: str) -> list[str]:
     """Return PostgreSQL's plan for the store's page query after `cursor`, as the reader."""
     with psycopg.connect(dsn) as connection:
-        connection.execute(_SCOPE_SQL, (tenant, "5000"))
+        connection.execute(_SCOPE_SQL, (TENANT, "5000"))
         sql = "EXPLAIN (COSTS OFF) " + _PAGE_SQL[(False, False, True)]
-        rows = connection.execute(sql, (tenant, cursor, LIMIT + 1)).fetchall()
+        rows = connection.execute(sql, (TENANT, cursor, LIMIT + 1)).fetchall()
     return [str(row[0]) for row in rows]
 
 
-def _measure(cluster: ThrowawayCluster, size: int, folder: Path) -> dict[str, float]:
+def _load(cluster: ThrowawayCluster, size: int, sqlite: Path) -> tuple[dict[str, object], float]:
+    """Put `size` tickets in a new PostgreSQL database and in `sqlite`; return deep args, COPY s."""
     records = _records(size)
-    tenant = f"t{TENANTS // 2:03d}"
-    context = {"tenant": tenant, "can_read_tickets": True}
-    first: dict[str, object] = {"limit": LIMIT}
-    cursor = _deep_cursor(records, tenant)
-    deep: dict[str, object] = first if cursor is None else {"limit": LIMIT, "cursor": cursor}
+    deep = _deep(records)
     dbname = f"tickets_{size}"
     with psycopg.connect(cluster.dsn(), autocommit=True) as superuser:
-        superuser.execute(f"CREATE DATABASE {dbname} OWNER ticket_owner")
+        superuser.execute(f"CREATE DATABASE {dbname} OWNER {OWNER}")
     started = time.perf_counter()
-    with psycopg.connect(cluster.dsn("ticket_owner", dbname)) as owner:
-        import_records(owner, records, grant_to="ticket_reader")
-    row = {"pg import s": time.perf_counter() - started}
-    path = folder / f"tickets-{size}.sqlite"
-    write_database(path, records)
-    records.clear()
-    reader = cluster.dsn("ticket_reader", dbname)
-    with (
-        PostgresStore.open(reader, max_connections=max(THREADS)) as pg,
-        SQLiteStore.open(path) as sqlite,
-    ):
-        for store in (pg, sqlite):
-            if execute_tool("search_tickets", deep, context, store)["ok"] is not True:
-                raise RuntimeError("the benchmark's page call failed")
-        row |= _best_microseconds(
-            {
-                "pg first": lambda: execute_tool("search_tickets", first, context, pg),
-                "pg deep": lambda: execute_tool("search_tickets", deep, context, pg),
-                "sqlite first": lambda: execute_tool("search_tickets", first, context, sqlite),
-                "sqlite deep": lambda: execute_tool("search_tickets", deep, context, sqlite),
-                "raw rls": _raw_page(reader, tenant),
-                "raw no rls": _raw_page(cluster.dsn("postgres", dbname), tenant),
-            }
+    with psycopg.connect(cluster.dsn(OWNER, dbname)) as owner:
+        import_records(owner, records, grant_to=READER)
+    seconds = time.perf_counter() - started
+    write_database(sqlite, records)
+    return deep, seconds
+
+
+def _run(cluster: ThrowawayCluster, folder: Path) -> None:
+    with psycopg.connect(cluster.dsn(), autocommit=True) as superuser:
+        superuser.execute(f"CREATE ROLE {OWNER} LOGIN")
+        superuser.execute(f"CREATE ROLE {READER} LOGIN")
+    loaded = {size: _load(cluster, size, folder / f"{size}.sqlite") for size in SIZES}
+    big = SIZES[-1]
+    calls: dict[str, Callable[[], object]] = {}
+    stores: dict[str, TicketStore] = {}
+    with ExitStack() as stack:
+        for size in SIZES:
+            deep = loaded[size][0]
+            reader = cluster.dsn(READER, f"tickets_{size}")
+            stores[f"pg {size}"] = stack.enter_context(
+                PostgresStore.open(reader, max_connections=max(THREADS))
+            )
+            stores[f"sqlite {size}"] = stack.enter_context(
+                SQLiteStore.open(folder / f"{size}.sqlite")
+            )
+            for kind in ("pg", "sqlite"):
+                store = stores[f"{kind} {size}"]
+                if execute_tool("search_tickets", deep, CONTEXT, store)["ok"] is not True:
+                    raise RuntimeError("the benchmark's page call failed")
+                calls[f"{kind} first {size}"] = _page_call(FIRST, store)
+                calls[f"{kind} deep {size}"] = _page_call(deep, store)
+        for label, user in (("raw rls", READER), ("raw no rls", "postgres")):
+            connection = stack.enter_context(psycopg.connect(cluster.dsn(user, f"tickets_{big}")))
+            calls[label] = _raw_page(connection)
+        seconds = _paired_rounds(calls)
+        cursor = str(loaded[big][0].get("cursor"))
+        print(f"plan of a page after a cursor at {big:,} tickets, as the reader:")
+        for line in _plan(cluster.dsn(READER, f"tickets_{big}"), cursor):
+            print(f"  {line}")
+        _throughput(stores[f"pg {big}"], max(THREADS))  # warm: let the pool grow first
+        pages = {
+            (kind, threads): _throughput(stores[f"{kind} {big}"], threads)
+            for threads in THREADS
+            for kind in ("pg", "sqlite")
+        }
+    _report(seconds, {size: loaded[size][1] for size in SIZES}, pages)
+
+
+def _report(
+    seconds: dict[str, list[float]],
+    copy_seconds: dict[int, float],
+    pages: dict[tuple[str, int], float],
+) -> None:
+    columns = ("pg first", "pg deep", "sqlite first", "sqlite deep")
+    print(f"page latency, microseconds per call, median of {ROUNDS} rounds; limit {LIMIT}")
+    print(f"{'tickets':>9} | {'COPY s':>7} | " + " | ".join(f"{c:>12}" for c in columns))
+    for size in SIZES:
+        cells = " | ".join(
+            f"{statistics.median(seconds[f'{c} {size}']) * 1e6:>12.1f}" for c in columns
         )
-        if size == SIZES[-1]:
-            print(f"plan of a page after a cursor at {size:,} tickets, as the reader:")
-            for line in _plan(reader, tenant, str(cursor)):
-                print(f"  {line}")
-            _throughput(pg, max(THREADS))  # warm: let the pool grow to its size first
-            for threads in THREADS:
-                row[f"pg {threads}t"] = _throughput(pg, threads)
-                row[f"sqlite {threads}t"] = _throughput(sqlite, threads)
-    return row
+        print(f"{size:>9,} | {copy_seconds[size]:>7.1f} | {cells}")
+    low, high = SIZES
+    growth = [
+        _per_round(seconds[f"pg {page} {high}"], seconds[f"pg {page} {low}"])
+        for page in ("first", "deep")
+    ]
+    worst = max(growth, key=lambda spread: spread.median)
+    print(
+        f"target: PostgreSQL page latency grows <= {GROWTH_TARGET:g}x from 10^3 to 10^6: "
+        f"first {growth[0].ratio()}, deep {growth[1].ratio()}, "
+        f"{'met' if worst.median <= GROWTH_TARGET else 'NOT met'}"
+    )
+    rls = _per_round(seconds["raw rls"], seconds["raw no rls"])
+    with_rls, without = (statistics.median(seconds[c]) * 1e6 for c in ("raw rls", "raw no rls"))
+    print(
+        f"second wall at {high:,}: the store's statements take {with_rls:.1f} us as the reader, "
+        f"{without:.1f} us as a superuser (policy skipped): paired ratio {rls.ratio()}"
+    )
+    print(f"pages per second at {high:,}, {THROUGHPUT_SECONDS:g} s each, one shared store")
+    print(f"{'threads':>7} | {'postgres':>10} | {'sqlite':>10}")
+    for threads in THREADS:
+        print(f"{threads:>7} | {pages['pg', threads]:>10,.0f} | {pages['sqlite', threads]:>10,.0f}")
 
 
 def main() -> None:
-    """Print the latency table, the growth target, throughput and the second wall's cost."""
+    """Start a throwaway cluster, measure, print, and remove the cluster even on failure."""
     binaries = find_binaries()
     if binaries is None:
         print("skipped: PostgreSQL server binaries (initdb, pg_ctl) are not installed")
         return
     cluster = ThrowawayCluster(binaries)
-    rows: dict[int, dict[str, float]] = {}
     try:
         cluster.start()
-        with psycopg.connect(cluster.dsn(), autocommit=True) as superuser:
-            superuser.execute("CREATE ROLE ticket_owner LOGIN")
-            superuser.execute("CREATE ROLE ticket_reader LOGIN")
         with tempfile.TemporaryDirectory() as folder:
-            for size in SIZES:
-                rows[size] = _measure(cluster, size, Path(folder))
+            _run(cluster, Path(folder))
     finally:
         cluster.destroy()
-    columns = ("pg first", "pg deep", "sqlite first", "sqlite deep", "raw rls", "raw no rls")
-    print(f"page latency, microseconds per call (best of {ROUNDS}); limit {LIMIT}")
-    print(f"{'tickets':>9} | {'pg import s':>11} | " + " | ".join(f"{c:>12}" for c in columns))
-    for size, row in rows.items():
-        cells = " | ".join(f"{row[c]:>12.1f}" for c in columns)
-        print(f"{size:>9,} | {row['pg import s']:>11.1f} | {cells}")
-    low, high = rows[SIZES[0]], rows[SIZES[-1]]
-    growth = {c: high[c] / low[c] for c in columns}
-    print(f"{'growth':>9} | {'':>11} | " + " | ".join(f"{growth[c]:>11.2f}x" for c in columns))
-    pg_growth = max(growth["pg first"], growth["pg deep"])
-    print(
-        f"target: PostgreSQL page latency grows <= 2x from 10^3 to 10^6: "
-        f"{pg_growth:.2f}x, {'met' if pg_growth <= 2 else 'NOT met'}"
-    )
-    cost = high["raw rls"] - high["raw no rls"]
-    print(
-        f"second wall at 10^6: {high['raw rls']:.1f} us with the policy, "
-        f"{high['raw no rls']:.1f} us without ({cost:+.1f} us per page)"
-    )
-    print(f"pages per second at 10^6, {THROUGHPUT_SECONDS:.0f} s each, one shared store")
-    print(f"{'threads':>7} | {'postgres':>10} | {'sqlite':>10}")
-    for threads in THREADS:
-        pg, sqlite = high[f"pg {threads}t"], high[f"sqlite {threads}t"]
-        print(f"{threads:>7} | {pg:>10,.0f} | {sqlite:>10,.0f}")
 
 
 if __name__ == "__main__":

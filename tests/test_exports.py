@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from ticket_tools import Tool, ToolRegistry, tool_declarations
-from ticket_tools.arguments import Arg, object_schema
+from ticket_tools import Outcome, TicketStore, Tool, ToolRegistry, tool_declarations
+from ticket_tools.arguments import Arg, Arguments, object_schema
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
 from ticket_tools.exports import (
@@ -28,6 +28,7 @@ from ticket_tools.exports import (
     without_keywords,
 )
 from ticket_tools.outcome import success
+from ticket_tools.registry import READ_ONLY, Annotations
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -109,11 +110,12 @@ def test_schema_part_is_the_one_derived_from_the_arguments(fmt: ExportFormat) ->
                 "name": "t",
                 "description": "d",
                 "inputSchema": "S",
+                # A tool that declares no annotations: MCP's own defaults, the cautious ones.
                 "annotations": {
-                    "readOnlyHint": True,
-                    "destructiveHint": False,
-                    "idempotentHint": True,
-                    "openWorldHint": False,
+                    "readOnlyHint": False,
+                    "destructiveHint": True,
+                    "idempotentHint": False,
+                    "openWorldHint": True,
                 },
             },
             id="mcp",
@@ -126,6 +128,45 @@ def test_shape_of_each_format(fmt: ExportFormat, expected: dict[str, object]) ->
     (declaration,) = export_declarations(fmt, registry)
     schema = json.dumps(object_schema(arguments))
     assert declaration == json.loads(json.dumps(expected).replace('"S"', schema))
+
+
+def test_mcp_annotations_are_each_tools_own() -> None:
+    def handler(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
+        return success()
+
+    adds = Annotations(read_only=False, destructive=False, idempotent=False, open_world=False)
+    registry = ToolRegistry(
+        [
+            Tool("reads", "d", (), handler, annotations=READ_ONLY),
+            Tool("adds", "d", (), handler, annotations=adds),
+            Tool("says_nothing", "d", (), handler),
+        ]
+    )
+    hints = [declaration["annotations"] for declaration in export_declarations("mcp", registry)]
+    assert hints == [
+        {
+            "readOnlyHint": True,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": False,
+        },
+        {
+            "readOnlyHint": False,
+            "destructiveHint": False,
+            "idempotentHint": False,
+            "openWorldHint": False,
+        },
+        {
+            "readOnlyHint": False,
+            "destructiveHint": True,
+            "idempotentHint": False,
+            "openWorldHint": True,
+        },
+    ]
+
+
+def test_every_registered_tool_declares_itself_read_only() -> None:
+    assert {tool.name: tool.annotations for tool in REGISTRY if tool.annotations != READ_ONLY} == {}
 
 
 def test_no_gemini_schema_holds_a_rejected_keyword() -> None:

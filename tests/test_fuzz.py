@@ -28,15 +28,17 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
 
 from conftest import StoreFactory
-from strategies import ARG_CANARY, FUZZ_ROUNDS, STORE_CANARY, FuzzCall, FuzzCase, fuzz_cases
-from ticket_tools import Records, TicketStore, run_tool
+from fuzz_cases import ARG_CANARY, FUZZ_ROUNDS, STORE_CANARY, FuzzCall, FuzzCase, fuzz_cases
+from ticket_tools import Records, TicketFilter, TicketStore, run_tool
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.search_tickets import DEFAULT_LIMIT
+from ticket_tools.store import tenant_of
 
 PUBLIC_FIELDS = ("id", "title", "status")
 CODES = ("unknown_tool", "invalid_arguments", "forbidden", "not_found")
@@ -184,16 +186,14 @@ def _expected(call: FuzzCall, records: Records) -> dict[str, object] | None:
 
 def _expected_page(args: Mapping[str, object], tenant: str, records: Records) -> dict[str, object]:
     """The search contract's five steps, written out as plainly as the brief states them."""
-    # A key belongs to the tenant before its last ":" (so "alpha:x:TKT-001" is not alpha's).
-    mine = [stored for key, stored in records.items() if key.rpartition(":")[0] == tenant]
+    mine = [stored for key, stored in records.items() if tenant_of(key) == tenant]
     mine.sort(key=lambda stored: str(stored["id"]))
-    if "status" in args:
-        mine = [stored for stored in mine if stored["status"] == args["status"]]
-    if "query" in args:
-        query = str(args["query"]).lower()
-        mine = [stored for stored in mine if query in str(stored["title"]).lower()]
-    if "cursor" in args:
-        mine = [stored for stored in mine if str(stored["id"]) > str(args["cursor"])]
+    where = TicketFilter(
+        status=cast("str | None", args.get("status")),
+        text=cast("str | None", args.get("query")),
+        after=cast("str | None", args.get("cursor")),
+    )
+    mine = [stored for stored in mine if where.matches(stored)]
     limit = args.get("limit", DEFAULT_LIMIT)
     assert isinstance(limit, int | float)
     page = [_public(stored) for stored in mine[: int(limit)]]

@@ -25,6 +25,7 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 import ticket_tools
+from expected import UNKNOWN_TOOL_DETAIL
 from ticket_tools import execute_tool, fixture_records, mcp_server, run_tool
 from ticket_tools.acceptance import ALPHA, BETA, CALLS, AcceptanceCall
 from ticket_tools.cli import main
@@ -40,7 +41,6 @@ pytestmark = pytest.mark.anyio
 RECORDS = fixture_records()
 ALPHA_TITLES = {str(t["title"]) for key, t in RECORDS.items() if key.startswith("alpha:")}
 BETA_TITLES = {str(t["title"]) for key, t in RECORDS.items() if key.startswith("beta:")}
-TOOL_NAMES = "get_ticket, search_tickets"
 ONLY_ARGUMENTS_SEARCH = (
     "invalid_arguments: the only arguments accepted are: status, query, limit, cursor"
 )
@@ -106,7 +106,7 @@ async def sessions(
 def _unknown_tool(error: types.ErrorData) -> dict[str, object]:
     assert (error.code, error.message, error.data) == (
         types.INVALID_PARAMS,
-        f"unknown_tool: unknown tool; the tools are: {TOOL_NAMES}",
+        f"unknown_tool: {UNKNOWN_TOOL_DETAIL}",
         None,
     )
     return {"ok": False, "code": "unknown_tool"}

@@ -19,8 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ticket_tools.filters import TicketFilter
-from ticket_tools.sqlite_store import RecordsError
-from ticket_tools.sqlite_store import _rows as sqlite_rows
+from ticket_tools.records import RecordsError, StoredRow, is_text, record_rows
 from ticket_tools.store import Records, StoreError, TicketStore
 from ticket_tools.tickets import Ticket
 
@@ -130,7 +129,9 @@ def _page_sql(*, status: bool, query: bool, after: bool) -> str:
     """Build the page query for one combination of filters, from constant fragments only."""
     where = ["tenant = %s"]
     if after:
-        where.append("id > %s")
+        # `id > cursor`, written as `id >= _lower_bound(cursor)`: the bound is storable
+        # text even when the cursor is not (see _lower_bound).
+        where.append("id >= %s")
     if status:
         where.append("status = %s")
     if query:
@@ -234,8 +235,6 @@ class PostgresStore(TicketStore):
         One range read of the primary key from (tenant, after) onwards, filtered as
         it goes and stopped after `limit` rows, as in SQLite.
         """
-        if where.after is not None and not _storable(where.after):
-            raise ValueError("after must be text PostgreSQL can store (no NUL, no lone surrogate)")
         values = (tenant, where.status, where.text)
         if (limit is not None and limit <= 0) or not all(
             value is None or _storable(value) for value in values
@@ -244,7 +243,7 @@ class PostgresStore(TicketStore):
             return []
         params: list[object] = [tenant]
         if where.after is not None:
-            params.append(where.after)
+            params.append(_lower_bound(where.after))
         if where.status is not None:
             params.append(where.status)
         if where.text is not None:
@@ -371,9 +370,9 @@ def import_dsn(
         raise _store_error(error, source, "import into") from None
 
 
-def postgres_rows(records: Records) -> list[tuple[str, str, str, str]]:
-    """Check `records` as the SQLite import does, and refuse NUL; return rows in key order."""
-    rows = sqlite_rows(records)
+def postgres_rows(records: Records) -> list[StoredRow]:
+    """Check `records` by the records rules, and refuse NUL; return rows in key order."""
+    rows = record_rows(records)
     for position, fields in enumerate(rows, start=1):
         if any("\x00" in text for text in fields):
             raise RecordsError(
@@ -403,14 +402,24 @@ def _describe(params: Mapping[str, object]) -> str:
 
 
 def _storable(text: str) -> bool:
-    """Return whether PostgreSQL text can hold `text` (valid Unicode, no NUL)."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """Return whether PostgreSQL text can hold `text` (a UTF-8 form, no NUL)."""
+    return is_text(text) and "\x00" not in text
+
+
+def _lower_bound(after: str) -> str:
+    """Return the storable text that stored ids greater than `after` are at least.
+
+    No stored id holds NUL or a lone surrogate (PostgreSQL text cannot), so for every
+    stored id, `id > after` exactly when `id >= _lower_bound(after)`, in code-point
+    order: "TKT-104" -> "TKT-104\x01" (the least longer text); "TKT-1\x00..." -> "TKT-1\x01";
+    "TKT-\ud800..." -> "TKT-\ue000" (the least character above the surrogates).
+    """
+    for position, char in enumerate(after):
+        if char == "\x00":
+            return after[:position] + "\x01"
+        if "\ud800" <= char <= "\udfff":
+            return after[:position] + "\ue000"
+    return after + "\x01"
 
 
 def _ticket(row: tuple[object, ...]) -> Ticket:
