@@ -116,6 +116,10 @@ def _segments(header: dict[str, object], payload: dict[str, object]) -> str:
     return f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(payload).encode())}"
 
 
+def _segments_list() -> str:
+    return _b64(json.dumps(["RS256"]).encode())
+
+
 def hs256_with_public_key(idp: Issuer) -> str:
     """Sign as HS256 with the RSA public key's PEM as the secret: the classic confusion attack."""
     kid = idp.kid("RS256")
@@ -183,6 +187,12 @@ REFUSED: dict[str, TokenMaker] = {
     ),
     "kid-not-a-string": lambda idp, _: _segments({"alg": "RS256", "kid": 5}, claims("a", "u")),
     "not-a-jwt": lambda _, __: "not-a-jwt",
+    "header-not-base64url": lambda idp, _: (
+        "e30=." + idp.sign(claims("alpha", "u1")).split(".", 1)[1]
+    ),
+    "header-not-json": lambda idp, _: "eyJ." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
+    "header-not-utf8": lambda idp, _: "_w." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
+    "header-a-list": lambda idp, _: _segments_list() + ".x.y",
     "empty": lambda _, __: "",
 }
 

@@ -1,0 +1,192 @@
+"""Tool calls per second through `ticket-tools serve --http`, against the SDK's `MCPServer`.
+
+Both servers run as subprocesses on 127.0.0.1 with the same token verifier, store, uvicorn
+and transport settings (JSON responses, sessions on); the baseline is
+benchmarks/http_baseline.py. The official SDK client drives them from this process: at
+each concurrency, every client holds its own session and token (alpha and beta alternate)
+and calls `search_tickets {}` in a loop. Rounds interleave the two servers (the order
+swaps every round); the ratio is the median of the per-round ratios.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import jwt
+from cryptography.hazmat.primitives.asymmetric import rsa
+from jwt.algorithms import RSAAlgorithm
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+ISSUER = "https://idp.bench.test/"
+AUDIENCE = "https://tickets.bench.test/mcp"
+
+ROUNDS = 5
+# Calls per client in one measurement, by concurrency: about 150-300 calls each.
+CONCURRENCY = {1: 150, 8: 30, 32: 8}
+START_TIMEOUT_SECONDS = 60.0
+
+
+class Process:
+    """A server subprocess that prints its URL on stderr, stopped with SIGTERM."""
+
+    def __init__(self, args: list[str], stderr_path: Path) -> None:
+        with stderr_path.open("wb") as stderr:
+            self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
+                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
+            )
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        prefix = "ticket-tools: serving MCP on "
+        while time.monotonic() < deadline and self.process.poll() is None:
+            lines = stderr_path.read_text(encoding="utf-8").splitlines()
+            found = [line.removeprefix(prefix) for line in lines if line.startswith(prefix)]
+            if found:
+                self.url = found[0]
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"server did not start: {stderr_path.read_text(encoding='utf-8')}")
+
+    def cpu_seconds(self) -> float:
+        """Return the CPU time the server process has used so far (user + system)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> None:
+        """Stop the server and wait for it."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+
+
+@asynccontextmanager
+async def _session(url: str, bearer: str) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {bearer}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+async def _rate(sessions: list[ClientSession], calls_each: int) -> float:
+    """Return calls per second with every session calling `calls_each` times at once."""
+
+    async def client(session: ClientSession) -> None:
+        for _ in range(calls_each):
+            result = await session.call_tool("search_tickets", {})
+            if result.is_error:
+                raise RuntimeError("a benchmark call failed")
+
+    start = time.perf_counter()
+    async with anyio.create_task_group() as group:
+        for session in sessions:
+            group.start_soon(client, session)
+    return len(sessions) * calls_each / (time.perf_counter() - start)
+
+
+Samples = dict[int, dict[str, list[tuple[float, float]]]]
+"""By concurrency, by server: (calls/s, server CPU ms per call) for each round."""
+
+
+async def _measure(servers: dict[str, Process], tokens: list[str]) -> Samples:
+    samples: Samples = {n: {name: [] for name in servers} for n in CONCURRENCY}
+    async with AsyncExitStack() as stack:
+        sessions = {
+            name: [
+                await stack.enter_async_context(_session(server.url, tokens[i % len(tokens)]))
+                for i in range(max(CONCURRENCY))
+            ]
+            for name, server in servers.items()
+        }
+        for name in servers:  # warm up both servers
+            await _rate(sessions[name][:8], 10)
+        for round_number in range(ROUNDS):
+            order = list(servers) if round_number % 2 == 0 else list(reversed(servers))
+            for concurrency, calls_each in CONCURRENCY.items():
+                for name in order:
+                    cpu = servers[name].cpu_seconds()
+                    rate = await _rate(sessions[name][:concurrency], calls_each)
+                    cpu_ms = (servers[name].cpu_seconds() - cpu) * 1000
+                    samples[concurrency][name].append((rate, cpu_ms / (concurrency * calls_each)))
+    return samples
+
+
+def _identity_provider() -> tuple[dict[str, object], list[str]]:
+    """Return a JWKS with one RS256 key, and an alpha and a beta token signed with it."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwk = {**RSAAlgorithm.to_jwk(key.public_key(), as_dict=True), "kid": "bench", "alg": "RS256"}
+    now = int(time.time())
+    tokens = [
+        jwt.encode(
+            {
+                "iss": ISSUER,
+                "aud": AUDIENCE,
+                "sub": f"bench-{tenant}",
+                "exp": now + 3600,
+                "tenant": tenant,
+                "scope": "tickets:read",
+            },
+            key,
+            algorithm="RS256",
+            headers={"kid": "bench"},
+        )
+        for tenant in ("alpha", "beta")
+    ]
+    return {"keys": [jwk]}, tokens
+
+
+def main() -> None:
+    """Print calls/s at each concurrency for both servers and the median per-round ratio."""
+    document, tokens = _identity_provider()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        jwks = folder / "jwks.json"
+        jwks.write_text(json.dumps(document), encoding="utf-8")
+        rules = ["--jwks", str(jwks), "--issuer", ISSUER, "--audience", AUDIENCE]
+        serve = [sys.executable, "-m", "ticket_tools", "serve", "--http", "127.0.0.1:0", *rules]
+        audit = ["--audit-log", os.devnull]
+        baseline_script = str(Path(__file__).with_name("http_baseline.py"))
+        baseline_args = [sys.executable, baseline_script, str(jwks), ISSUER, AUDIENCE]
+        servers = {
+            "ticket-tools": Process([*serve, *audit], folder / "tt.txt"),
+            "MCPServer": Process(baseline_args, folder / "base.txt"),
+        }
+        try:
+            samples = anyio.run(_measure, servers, tokens)
+        finally:
+            for process in servers.values():
+                process.stop()
+    print(
+        f"search_tickets {{}} over Streamable HTTP, {ROUNDS} interleaved rounds, medians over "
+        "rounds;\nserver CPU is the server process's user+system time per call\n"
+        f"{'clients':>7} {'ticket-tools calls/s':>20} {'MCPServer calls/s':>17} "
+        f"{'ratio':>6} {'ticket-tools CPU ms':>19} {'MCPServer CPU ms':>16}"
+    )
+    for concurrency, by_server in samples.items():
+        ours, theirs = by_server["ticket-tools"], by_server["MCPServer"]
+        ratio = statistics.median(a[0] / b[0] for a, b in zip(ours, theirs, strict=True))
+        print(
+            f"{concurrency:>7} {statistics.median(r for r, _ in ours):>20.0f} "
+            f"{statistics.median(r for r, _ in theirs):>17.0f} {ratio:>6.2f} "
+            f"{statistics.median(c for _, c in ours):>19.2f} "
+            f"{statistics.median(c for _, c in theirs):>16.2f}"
+        )
+
+
+if __name__ == "__main__":
+    main()
