@@ -2,38 +2,37 @@
 
 Both servers run as subprocesses on 127.0.0.1 with the same token verifier, store, uvicorn
 and transport settings (JSON responses, sessions on); the baseline is
-benchmarks/http_baseline.py. The official SDK client drives them from this process: at
-each concurrency, every client holds its own session and token (alpha and beta alternate)
-and calls `search_tickets {}` in a loop. Rounds interleave the two servers (the order
+benchmarks/http_baseline.py. Clients in this process (plain HTTP/1.1 on kept-alive
+connections, see `Client`) drive them: at each concurrency, every client holds its own
+connection, session and token (alpha and beta alternate) and calls `search_tickets {}`
+in a loop. Rounds interleave the two servers (the order
 swaps every round); the ratio is the median of the per-round ratios.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
-import anyio
-import httpx2
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
-from mcp import ClientSession
-from mcp.client.streamable_http import streamable_http_client
 
 ISSUER = "https://idp.bench.test/"
 AUDIENCE = "https://tickets.bench.test/mcp"
 
-ROUNDS = 5
+PROTOCOL = "2025-11-25"
+ROUNDS = 7
 # Calls per client in one measurement, by concurrency: about 150-300 calls each.
 CONCURRENCY = {1: 150, 8: 30, 32: 8}
 START_TIMEOUT_SECONDS = 60.0
@@ -71,32 +70,81 @@ class Process:
         self.process.wait(timeout=30)
 
 
-@asynccontextmanager
-async def _session(url: str, bearer: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {bearer}"}
-    async with (
-        httpx2.AsyncClient(headers=headers) as client,
-        streamable_http_client(url, http_client=client) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
+class Client:
+    """One MCP client on one kept-alive connection: plain HTTP/1.1, so the servers are measured.
+
+    The SDK client costs more CPU per call than either server; driving 32 of them from one
+    process would measure the client.
+    """
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._headers: dict[str, str] = {}
+
+    @classmethod
+    async def connect(cls, url: str, bearer: str) -> Client:
+        """Open a connection and an MCP session on it."""
+        address = urlsplit(url)
+        reader, writer = await asyncio.open_connection(address.hostname, address.port)
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        client = cls(reader, writer)
+        client._headers = {
+            "Host": address.netloc,
+            "Authorization": f"Bearer {bearer}",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
+        info = {"name": "bench", "version": "1"}
+        params = {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": info}
+        headers, _ = await client.post(
+            {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
+        )
+        client._headers["Mcp-Session-Id"] = headers["mcp-session-id"]
+        client._headers["Mcp-Protocol-Version"] = PROTOCOL
+        await client.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return client
+
+    async def post(self, message: dict[str, object]) -> tuple[dict[str, str], bytes]:
+        """Send one JSON-RPC message; return the response's headers and body."""
+        body = json.dumps(message).encode()
+        head = "".join(f"{k}: {v}\r\n" for k, v in self._headers.items())
+        self._writer.write(
+            f"POST /mcp HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        )
+        raw = await self._reader.readuntil(b"\r\n\r\n")
+        status, *lines = raw.decode("latin-1").split("\r\n")
+        if status.split(" ")[1] not in ("200", "202"):
+            raise RuntimeError(f"benchmark call refused: {status}")
+        headers = {
+            k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines if line)
+        }
+        return headers, await self._reader.readexactly(int(headers.get("content-length", "0")))
+
+    async def search(self) -> None:
+        """Call search_tickets {} and check the answer is a success."""
+        call = {"name": "search_tickets", "arguments": {}}
+        _, body = await self.post(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+        )
+        if json.loads(body)["result"]["structuredContent"]["ok"] is not True:
+            raise RuntimeError("a benchmark call failed")
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._writer.close()
 
 
-async def _rate(sessions: list[ClientSession], calls_each: int) -> float:
-    """Return calls per second with every session calling `calls_each` times at once."""
+async def _rate(clients: list[Client], calls_each: int) -> float:
+    """Return calls per second with every client calling `calls_each` times at once."""
 
-    async def client(session: ClientSession) -> None:
+    async def run(client: Client) -> None:
         for _ in range(calls_each):
-            result = await session.call_tool("search_tickets", {})
-            if result.is_error:
-                raise RuntimeError("a benchmark call failed")
+            await client.search()
 
     start = time.perf_counter()
-    async with anyio.create_task_group() as group:
-        for session in sessions:
-            group.start_soon(client, session)
-    return len(sessions) * calls_each / (time.perf_counter() - start)
+    await asyncio.gather(*(run(client) for client in clients))
+    return len(clients) * calls_each / (time.perf_counter() - start)
 
 
 Samples = dict[int, dict[str, list[tuple[float, float]]]]
@@ -105,24 +153,28 @@ Samples = dict[int, dict[str, list[tuple[float, float]]]]
 
 async def _measure(servers: dict[str, Process], tokens: list[str]) -> Samples:
     samples: Samples = {n: {name: [] for name in servers} for n in CONCURRENCY}
-    async with AsyncExitStack() as stack:
-        sessions = {
-            name: [
-                await stack.enter_async_context(_session(server.url, tokens[i % len(tokens)]))
-                for i in range(max(CONCURRENCY))
-            ]
-            for name, server in servers.items()
-        }
+    clients = {
+        name: [
+            await Client.connect(server.url, tokens[i % len(tokens)])
+            for i in range(max(CONCURRENCY))
+        ]
+        for name, server in servers.items()
+    }
+    try:
         for name in servers:  # warm up both servers
-            await _rate(sessions[name][:8], 10)
+            await _rate(clients[name], 10)
         for round_number in range(ROUNDS):
             order = list(servers) if round_number % 2 == 0 else list(reversed(servers))
             for concurrency, calls_each in CONCURRENCY.items():
                 for name in order:
                     cpu = servers[name].cpu_seconds()
-                    rate = await _rate(sessions[name][:concurrency], calls_each)
+                    rate = await _rate(clients[name][:concurrency], calls_each)
                     cpu_ms = (servers[name].cpu_seconds() - cpu) * 1000
                     samples[concurrency][name].append((rate, cpu_ms / (concurrency * calls_each)))
+    finally:
+        for connections in clients.values():
+            for client in connections:
+                client.close()
     return samples
 
 
@@ -167,7 +219,7 @@ def main() -> None:
             "MCPServer": Process(baseline_args, folder / "base.txt"),
         }
         try:
-            samples = anyio.run(_measure, servers, tokens)
+            samples = asyncio.run(_measure(servers, tokens))
         finally:
             for process in servers.values():
                 process.stop()
