@@ -151,10 +151,16 @@ def without(name: str) -> dict[str, object]:
     return valid
 
 
-NOW = int(time.time())
+def _now() -> int:
+    # Read when the token is made: a suite can run for minutes after this module loads.
+    return int(time.time())
+
+
 REFUSED: dict[str, TokenMaker] = {
-    "expired": lambda idp, _: idp.sign(claims("alpha", "u1", exp=NOW - LEEWAY_SECONDS - 60)),
-    "not-yet-valid": lambda idp, _: idp.sign(claims("alpha", "u1", nbf=NOW + LEEWAY_SECONDS + 60)),
+    "expired": lambda idp, _: idp.sign(claims("alpha", "u1", exp=_now() - LEEWAY_SECONDS - 60)),
+    "not-yet-valid": lambda idp, _: idp.sign(
+        claims("alpha", "u1", nbf=_now() + LEEWAY_SECONDS + 60)
+    ),
     "wrong-issuer": lambda idp, _: idp.sign(claims("alpha", "u1", iss="https://evil.example/")),
     "wrong-audience": lambda idp, _: idp.sign(claims("alpha", "u1", aud="https://other.example/")),
     "key-not-in-jwks": lambda _, other: jwt.encode(
