@@ -114,7 +114,8 @@ def _unknown_tool(error: types.ErrorData) -> dict[str, object]:
 async def _contract_result(session: ClientSession, name: str, args: Any) -> dict[str, object]:
     """Call a tool as a host would; read what the client sees back as the contract's dict.
 
-    Also checks the text block each kind of answer carries beside it.
+    Also checks the text block each kind of answer carries beside it, and for a
+    failure the detail the structured content carries beside the contract's dict.
     """
     try:
         result = await session.call_tool(name, args)
@@ -124,8 +125,10 @@ async def _contract_result(session: ClientSession, name: str, args: Any) -> dict
     [block] = result.content
     assert isinstance(block, types.TextContent)
     if result.is_error:
-        assert structured["ok"] is False
-        assert block.text.startswith(f"{structured['code']}: ")
+        contract = {key: value for key, value in structured.items() if key != "detail"}
+        assert contract == {"ok": False, "code": contract["code"]}
+        assert block.text == f"{contract['code']}: {structured['detail']}"
+        return contract
     else:
         assert structured["ok"] is True
         assert json.loads(block.text) == structured
@@ -231,8 +234,11 @@ async def test_failure_is_an_error_result_the_model_can_read(
     result: dict[str, object],
     text: str,
 ) -> None:
+    code, detail = text.split(": ", 1)
     assert await sessions[session_key].call_tool(name, args) == types.CallToolResult(
-        content=[types.TextContent(text=text)], structured_content=result, is_error=True
+        content=[types.TextContent(text=text)],
+        structured_content={**result, "detail": detail},
+        is_error=True,
     )
 
 
@@ -261,7 +267,11 @@ async def test_tenant_argument_is_rejected(
 ) -> None:
     result = await sessions["alpha"].call_tool(name, args)
     assert result.is_error is True
-    assert result.structured_content == {"ok": False, "code": "invalid_arguments"}
+    assert result.structured_content == {
+        "ok": False,
+        "code": "invalid_arguments",
+        "detail": text.removeprefix("invalid_arguments: "),
+    }
     assert result.content == [types.TextContent(text=text)]
 
 
@@ -283,7 +293,9 @@ async def test_beta_server_never_returns_an_alpha_title(
         [block] = result.content
         assert isinstance(block, types.TextContent)
         assert not any(title in block.text for title in ALPHA_TITLES)
-        got = cast("dict[str, Any]", result.structured_content)
+        structured = cast("dict[str, Any]", result.structured_content)
+        # A failure's structured content also holds the detail, which the text shows too.
+        got = {key: value for key, value in structured.items() if key != "detail"}
         assert got == execute_tool(name, args, BETA, fixture_records())
         tickets = got.get("tickets", [got["ticket"]] if "ticket" in got else [])
         seen_titles.update(ticket["title"] for ticket in tickets)
@@ -376,7 +388,7 @@ async def test_malformed_calls_never_break_the_server(
             continue
         result = await alpha.call_tool(name, args)
         assert result.is_error is True
-        assert result.structured_content == expected.result
+        assert result.structured_content == {**expected.result, "detail": expected.detail}
         assert result.content == [types.TextContent(text=f"{code}: {expected.detail}")]
     # The same process still answers, and answers right.
     await alpha.send_ping()
@@ -412,12 +424,15 @@ RAW_EXCHANGES: tuple[tuple[object, object], ...] = (
                         "text": "invalid_arguments: the arguments must be a JSON object",
                     }
                 ],
-                "structuredContent": {"ok": False, "code": "invalid_arguments"},
+                "structuredContent": {
+                    "ok": False,
+                    "code": "invalid_arguments",
+                    "detail": "the arguments must be a JSON object",
+                },
                 "isError": True,
             },
         },
     ),
-    ("this line is not JSON", None),  # the SDK drops it without an answer
     (
         {"id": 5, "method": "tools/call", "params": {"name": "get_ticket", "arguments": {}}},
         {
@@ -430,7 +445,12 @@ RAW_EXCHANGES: tuple[tuple[object, object], ...] = (
                         "followed by exactly three digits, such as TKT-104",
                     }
                 ],
-                "structuredContent": {"ok": False, "code": "invalid_arguments"},
+                "structuredContent": {
+                    "ok": False,
+                    "code": "invalid_arguments",
+                    "detail": "ticket_id: required, a ticket ID: TKT- "
+                    "followed by exactly three digits, such as TKT-104",
+                },
                 "isError": True,
             },
         },
@@ -488,8 +508,7 @@ def test_raw_json_rpc_lines(errlog: TextIO) -> None:
         _send(server, {"method": "notifications/initialized"})
         for message, expected in RAW_EXCHANGES:
             _send(server, message)
-            if expected is not None:
-                assert _reply(server) == {"jsonrpc": "2.0", **cast("dict[str, object]", expected)}
+            assert _reply(server) == {"jsonrpc": "2.0", **cast("dict[str, object]", expected)}
         assert server.stdin is not None
         server.stdin.close()
         assert server.wait(timeout=REPLY_TIMEOUT) == 0
@@ -564,7 +583,11 @@ async def _call_handler(
                 content=[
                     types.TextContent(text="invalid_arguments: the arguments must be a JSON object")
                 ],
-                structured_content={"ok": False, "code": "invalid_arguments"},
+                structured_content={
+                    "ok": False,
+                    "code": "invalid_arguments",
+                    "detail": "the arguments must be a JSON object",
+                },
                 is_error=True,
             ),
             id="null-is-invalid",
@@ -643,11 +666,11 @@ def test_serve_logs_to_stderr_and_runs_the_session_over_stdio(
         return FakeServer()
 
     @asynccontextmanager
-    async def fake_stdio_server() -> AsyncIterator[tuple[str, str]]:
+    async def fake_stdio_transport() -> AsyncIterator[tuple[str, str]]:
         yield ("stdin", "stdout")
 
     monkeypatch.setattr(mcp_server, "build_server", fake_build_server)
-    monkeypatch.setattr(mcp_server, "stdio_server", fake_stdio_server)
+    monkeypatch.setattr(mcp_server, "stdio_transport", fake_stdio_transport)
 
     def fake_basic_config(**kwargs: object) -> None:
         seen["logging"] = kwargs
