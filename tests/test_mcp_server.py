@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from typing import Any, TextIO, cast
@@ -677,7 +678,10 @@ def test_serve_logs_to_stderr_and_runs_the_session_over_stdio(
 
     monkeypatch.setattr(logging, "basicConfig", fake_basic_config)
     records = fixture_records()
-    mcp_server.serve(BETA, records)
+    # In a thread of its own: this module's fixtures keep an event loop open in
+    # this one, and with sniffio installed anyio.run() refuses to start a second.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(mcp_server.serve, BETA, records).result()
     assert seen == {
         "logging": {"level": logging.WARNING, "format": "ticket-tools: %(levelname)s %(message)s"},
         "built": (BETA, records),
