@@ -130,9 +130,8 @@ async def _contract_result(session: ClientSession, name: str, args: Any) -> dict
         assert contract == {"ok": False, "code": contract["code"]}
         assert block.text == f"{contract['code']}: {structured['detail']}"
         return contract
-    else:
-        assert structured["ok"] is True
-        assert json.loads(block.text) == structured
+    assert structured["ok"] is True
+    assert json.loads(block.text) == structured
     return structured
 
 
@@ -235,7 +234,7 @@ async def test_failure_is_an_error_result_the_model_can_read(
     result: dict[str, object],
     text: str,
 ) -> None:
-    code, detail = text.split(": ", 1)
+    detail = text.removeprefix(f"{result['code']}: ")
     assert await sessions[session_key].call_tool(name, args) == types.CallToolResult(
         content=[types.TextContent(text=text)],
         structured_content={**result, "detail": detail},

@@ -2,9 +2,10 @@
 
 The `mcp` SDK's own `stdio_server()` parses each line with pydantic's JSON
 parser and, when that fails, hands the server an exception the server only logs
-at debug level: the client never hears back and waits for its own timeout. The
-SDK offers no hook that sees the line, so its id cannot be answered from
-outside; this transport replaces it (the server, `Server.run`, is the SDK's).
+at debug level: the client never hears back and waits for its own timeout. No
+option changes that (`Server.run` takes none, and the dispatcher's observer gets
+the exception, not the line and its id), so this transport replaces the SDK's;
+the server itself, `Server.run`, is still the SDK's.
 
 Each line goes first through the SDK's own parser, so whatever the SDK accepts
 reaches the server exactly as before. What it refuses is read again with the
@@ -19,7 +20,7 @@ standard library's parser:
   envelope is valid but whose `params` is not an object is answered -32602;
 - an invalid notification (no `id`) or response (no `method`) is never answered,
   as JSON-RPC 2.0 requires, and is logged to stderr.
-Blank lines are skipped. Nothing in an error echoes what the client sent but its id.
+Blank lines are skipped. No error written here echoes what the client sent but its id.
 
 Unlike the SDK's transport, this one does not point file descriptor 1 at stderr
 while serving: nothing in this server prints, and its log goes to stderr.
@@ -32,7 +33,6 @@ import logging
 import sys
 from collections.abc import AsyncIterable, AsyncIterator
 from contextlib import asynccontextmanager
-from typing import BinaryIO
 
 import anyio
 import mcp_types as types
@@ -64,18 +64,18 @@ def _request_id(value: object) -> types.RequestId | None:
     return None
 
 
-def _invalid(message: dict[str, object]) -> types.JSONRPCError | None:
+def _invalid(value: dict[str, object]) -> types.JSONRPCError | None:
     """Answer a JSON object that is not a valid JSON-RPC message, or drop it (None)."""
-    method = message.get("method")
-    if "method" not in message and ("result" in message or "error" in message):
+    method = value.get("method")
+    if "method" not in value and ("result" in value or "error" in value):
         logger.warning("dropped an invalid JSON-RPC response")
         return None
-    if "id" not in message and type(method) is str:
+    if "id" not in value and type(method) is str:
         logger.warning("dropped an invalid JSON-RPC notification")
         return None
-    request_id = _request_id(message.get("id"))
-    envelope_ok = message.get("jsonrpc") == "2.0" and type(method) is str and request_id is not None
-    if envelope_ok and "params" in message and type(message["params"]) is not dict:
+    request_id = _request_id(value.get("id"))
+    envelope_ok = value.get("jsonrpc") == "2.0" and type(method) is str and request_id is not None
+    if envelope_ok and "params" in value and type(value["params"]) is not dict:
         return _error(request_id, types.INVALID_PARAMS, INVALID_PARAMS_MESSAGE)
     return _error(request_id, types.INVALID_REQUEST, INVALID_REQUEST_MESSAGE)
 
@@ -129,7 +129,7 @@ def encode(message: types.JSONRPCMessage) -> str:
     except pydantic_core.PydanticSerializationError:
         # pydantic writes UTF-8 and refuses a lone surrogate, which only an echo
         # of the client's own id or method name can hold ("Method not found"
-        # carries the method). JSON's \\u escape carries it back intact.
+        # carries the method). JSON's \uXXXX escape carries it back intact.
         return json.dumps(message.model_dump(mode="json", by_alias=True, exclude_unset=True))
 
 
@@ -149,7 +149,9 @@ async def _read(
                 await to_client.send(SessionMessage(inbound))
 
 
-async def _write(messages: ObjectReceiveStream[SessionMessage], out: anyio.AsyncFile[bytes]) -> None:
+async def _write(
+    messages: ObjectReceiveStream[SessionMessage], out: anyio.AsyncFile[bytes]
+) -> None:
     async with messages:
         async for session_message in messages:
             await out.write(f"{encode(session_message.message)}\n".encode())
@@ -157,12 +159,10 @@ async def _write(messages: ObjectReceiveStream[SessionMessage], out: anyio.Async
 
 
 @asynccontextmanager
-async def stdio_transport(
-    stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
-) -> AsyncIterator[
+async def stdio_transport() -> AsyncIterator[
     tuple[ObjectReceiveStream[SessionMessage | Exception], ObjectSendStream[SessionMessage]]
 ]:
-    """Serve JSON-RPC lines from `stdin` to `stdout` (the process's own by default).
+    """Serve JSON-RPC lines from the process's stdin to its stdout.
 
     Yields the (read, write) stream pair `Server.run` takes, as the SDK's
     `stdio_server()` does; ends when the client closes stdin and the server is done.
@@ -172,6 +172,6 @@ async def stdio_transport(
     async with anyio.create_task_group() as tg:
         # The reader answers what it refuses through its own handle on the
         # writer's queue, so the writer ends once both the server and it are done.
-        tg.start_soon(_read, anyio.wrap_file(stdin or sys.stdin.buffer), to_server, server_writes.clone())
-        tg.start_soon(_write, to_client, anyio.wrap_file(stdout or sys.stdout.buffer))
+        tg.start_soon(_read, anyio.wrap_file(sys.stdin.buffer), to_server, server_writes.clone())
+        tg.start_soon(_write, to_client, anyio.wrap_file(sys.stdout.buffer))
         yield server_reads, server_writes
