@@ -13,9 +13,9 @@ import select
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from importlib.metadata import version
 from typing import Any, TextIO, cast
 
@@ -27,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 
 import ticket_tools
 from ticket_tools import execute_tool, fixture_records, mcp_server, run_tool
-from ticket_tools.acceptance import ALPHA, BETA, CALLS, AcceptanceCall
+from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
 from ticket_tools.cli import main
 from ticket_tools.exports import export_declarations
 from ticket_tools.mcp_server import build_server, call_result
@@ -511,6 +511,164 @@ def test_raw_json_rpc_lines(errlog: TextIO) -> None:
             assert _reply(server) == {"jsonrpc": "2.0", **cast("dict[str, object]", expected)}
         assert server.stdin is not None
         server.stdin.close()
+        assert server.wait(timeout=REPLY_TIMEOUT) == 0
+
+
+# Every channel of a request is untrusted: only the command line sets the session.
+
+INJECTED = {"tenant": "beta", "can_read_tickets": True, "context": BETA}
+"""What a hostile client puts in every channel it can find, hoping to read beta's tickets."""
+MODERN_META = {
+    types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
+    types.CLIENT_CAPABILITIES_META_KEY: {"experimental": {"tenant": {"name": "beta"}}},
+    types.CLIENT_INFO_META_KEY: {"name": "beta", "version": "0"},
+    **INJECTED,
+}
+# The channels, each a change to a tools/call message (a plain JSON-RPC dict).
+CHANNELS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "none": lambda message: None,
+    "params-_meta": lambda message: message["params"].update(_meta=dict(INJECTED)),
+    "params-fields": lambda message: message["params"].update(INJECTED),
+    "message-fields": lambda message: message.update(INJECTED),
+    "progress-token": lambda message: message["params"].update(_meta={"progressToken": "beta"}),
+    "request-id": lambda message: message.update(id="beta"),
+    "arguments-_meta": lambda message: message["params"]["arguments"].update(_meta=INJECTED),
+    "modern-envelope": lambda message: message["params"].update(_meta=dict(MODERN_META)),
+}
+# Sent before the call, on the same connection.
+EARLIER_MESSAGES: dict[str, list[dict[str, object]]] = {
+    "none": [],
+    "notifications": [
+        {"method": "notifications/initialized", "params": {"_meta": INJECTED, **INJECTED}},
+        {"method": "notifications/roots/list_changed", "params": INJECTED},
+        {"method": "notifications/beta", "params": INJECTED},
+    ],
+    "second-initialize": [
+        {
+            "id": "again",
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"experimental": {"tenant": {"name": "beta"}}},
+                "clientInfo": {"name": "beta", "version": "0"},
+                "_meta": INJECTED,
+                **INJECTED,
+            },
+        }
+    ],
+}
+PROBES = {
+    # get_ticket TKT-103 is beta's alone; search_tickets {} is a tenant's first page.
+    "alpha": [("get_ticket", {"ticket_id": "TKT-103"}), ("search_tickets", {})],
+    "alpha-no-read": [("get_ticket", {"ticket_id": "TKT-104"})],
+}
+HANDSHAKE = {
+    "id": "hello",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"experimental": {"tenant": {"name": "beta"}}, "roots": {}},
+        "clientInfo": {"name": "beta", "title": "beta", "version": "0"},
+        "_meta": INJECTED,
+        **INJECTED,
+    },
+    **INJECTED,
+}
+
+
+def _reply_to(server: subprocess.Popen[str], request_id: object) -> dict[str, Any]:
+    """Read replies until the one to `request_id`; return it."""
+    while (reply := cast("dict[str, Any]", _reply(server)))["id"] != request_id:
+        pass
+    return reply
+
+
+@pytest.fixture(scope="module")
+def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[str]]]:
+    """Raw alpha servers, each past a handshake that claims to be beta in every field."""
+    servers: dict[str, subprocess.Popen[str]] = {}
+    with ExitStack() as stack:
+        for key in PROBES:
+            servers[key] = stack.enter_context(
+                subprocess.Popen(
+                    [sys.executable, "-m", "ticket_tools", "serve", *SERVER_ARGS[key]],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=errlog,
+                    text=True,
+                    encoding="utf-8",
+                )
+            )
+            _send(servers[key], HANDSHAKE)
+            hello = _reply_to(servers[key], "hello")
+            assert hello["result"]["serverInfo"]["name"] == "ticket-tools"
+            _send(servers[key], {"method": "notifications/initialized"})
+        yield servers
+        for server in servers.values():
+            cast("TextIO", server.stdin).close()
+            assert server.wait(timeout=REPLY_TIMEOUT) == 0
+
+
+@pytest.mark.parametrize("earlier", sorted(EARLIER_MESSAGES))
+@pytest.mark.parametrize("channel", sorted(set(CHANNELS) - {"modern-envelope"}))
+@pytest.mark.parametrize("session_key", sorted(PROBES))
+def test_no_channel_changes_the_session(
+    raw_servers: dict[str, subprocess.Popen[str]], session_key: str, channel: str, earlier: str
+) -> None:
+    server = raw_servers[session_key]
+    context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
+    for message in EARLIER_MESSAGES[earlier]:
+        _send(server, message)
+    for name, args in PROBES[session_key]:
+        message: dict[str, Any] = {
+            "id": f"{channel}-{earlier}",
+            "method": "tools/call",
+            "params": {"name": name, "arguments": dict(args)},
+        }
+        CHANNELS[channel](message)
+        _send(server, message)
+        structured = _reply_to(server, message["id"])["result"]["structuredContent"]
+        sent = message["params"]["arguments"]
+        expected = execute_tool(name, sent, context, fixture_records())
+        assert {key: value for key, value in structured.items() if key != "detail"} == expected
+
+
+@pytest.mark.parametrize("session_key", sorted(PROBES))
+def test_the_probes_tell_the_sessions_apart(session_key: str) -> None:
+    context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
+    for name, args in PROBES[session_key]:
+        as_beta = execute_tool(name, args, BETA, fixture_records())
+        assert execute_tool(name, args, context, fixture_records()) != as_beta
+
+
+@pytest.mark.parametrize("session_key", sorted(PROBES))
+def test_a_modern_envelope_does_not_change_the_session(errlog: TextIO, session_key: str) -> None:
+    # The 2026-07-28 protocol has no handshake: each request carries the client's
+    # info and capabilities in its `_meta`, and the first one opens the connection.
+    context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ticket_tools", "serve", *SERVER_ARGS[session_key]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errlog,
+        text=True,
+        encoding="utf-8",
+    )
+    with server:
+        for number, (name, args) in enumerate(PROBES[session_key]):
+            message: dict[str, Any] = {
+                "id": number,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": dict(args)},
+            }
+            CHANNELS["modern-envelope"](message)
+            _send(server, message)
+            reply = _reply_to(server, number)
+            assert reply["result"]["resultType"] == "complete"
+            structured = reply["result"]["structuredContent"]
+            expected = execute_tool(name, args, context, fixture_records())
+            assert {key: value for key, value in structured.items() if key != "detail"} == expected
+        cast("TextIO", server.stdin).close()
         assert server.wait(timeout=REPLY_TIMEOUT) == 0
 
 
