@@ -557,7 +557,7 @@ EARLIER_MESSAGES: dict[str, list[dict[str, object]]] = {
         }
     ],
 }
-PROBES = {
+PROBES: dict[str, list[tuple[str, dict[str, object]]]] = {
     # get_ticket TKT-103 is beta's alone; search_tickets {} is a tenant's first page.
     "alpha": [("get_ticket", {"ticket_id": "TKT-103"}), ("search_tickets", {})],
     "alpha-no-read": [("get_ticket", {"ticket_id": "TKT-104"})],
@@ -617,8 +617,8 @@ def test_no_channel_changes_the_session(
 ) -> None:
     server = raw_servers[session_key]
     context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
-    for message in EARLIER_MESSAGES[earlier]:
-        _send(server, message)
+    for earlier_message in EARLIER_MESSAGES[earlier]:
+        _send(server, earlier_message)
     for name, args in PROBES[session_key]:
         message: dict[str, Any] = {
             "id": f"{channel}-{earlier}",
