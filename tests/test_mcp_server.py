@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from importlib.metadata import version
-from typing import Any, TextIO, cast
+from typing import Any, BinaryIO, TextIO, cast
 
 import mcp_types as types
 import pytest
@@ -459,15 +459,16 @@ RAW_EXCHANGES: tuple[tuple[object, object], ...] = (
 REPLY_TIMEOUT = 60.0  # seconds: only reached when the server hangs
 
 
-def _send(server: subprocess.Popen[str], message: object) -> None:
+def _send(server: subprocess.Popen[bytes], message: object) -> None:
     assert server.stdin is not None
     if isinstance(message, dict):
         message = json.dumps({"jsonrpc": "2.0", **message})
-    server.stdin.write(f"{message}\n")
-    server.stdin.flush()
+    server.stdin.write(f"{message}\n".encode())
 
 
-def _reply(server: subprocess.Popen[str]) -> object:
+def _reply(server: subprocess.Popen[bytes]) -> object:
+    # The servers run with bufsize=0: readline() then reads no further than the line,
+    # so select() on the pipe is never fooled by a reply already sitting in a buffer.
     assert server.stdout is not None
     ready, _, _ = select.select([server.stdout], [], [], REPLY_TIMEOUT)
     assert ready, "the server did not answer"
@@ -480,8 +481,7 @@ def test_raw_json_rpc_lines(errlog: TextIO) -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=errlog,
-        text=True,
-        encoding="utf-8",
+        bufsize=0,
     )
     with server:
         _send(
@@ -576,7 +576,7 @@ HANDSHAKE = {
 }
 
 
-def _reply_to(server: subprocess.Popen[str], request_id: object) -> dict[str, Any]:
+def _reply_to(server: subprocess.Popen[bytes], request_id: object) -> dict[str, Any]:
     """Read replies until the one to `request_id`; return it."""
     while (reply := cast("dict[str, Any]", _reply(server)))["id"] != request_id:
         pass
@@ -584,9 +584,9 @@ def _reply_to(server: subprocess.Popen[str], request_id: object) -> dict[str, An
 
 
 @pytest.fixture(scope="module")
-def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[str]]]:
+def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
     """Raw alpha servers, each past a handshake that claims to be beta in every field."""
-    servers: dict[str, subprocess.Popen[str]] = {}
+    servers: dict[str, subprocess.Popen[bytes]] = {}
     with ExitStack() as stack:
         for key in PROBES:
             servers[key] = stack.enter_context(
@@ -595,8 +595,7 @@ def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[str]]]:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=errlog,
-                    text=True,
-                    encoding="utf-8",
+                    bufsize=0,
                 )
             )
             _send(servers[key], HANDSHAKE)
@@ -605,7 +604,7 @@ def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[str]]]:
             _send(servers[key], {"method": "notifications/initialized"})
         yield servers
         for server in servers.values():
-            cast("TextIO", server.stdin).close()
+            cast("BinaryIO", server.stdin).close()
             assert server.wait(timeout=REPLY_TIMEOUT) == 0
 
 
@@ -613,7 +612,7 @@ def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[str]]]:
 @pytest.mark.parametrize("channel", sorted(set(CHANNELS) - {"modern-envelope"}))
 @pytest.mark.parametrize("session_key", sorted(PROBES))
 def test_no_channel_changes_the_session(
-    raw_servers: dict[str, subprocess.Popen[str]], session_key: str, channel: str, earlier: str
+    raw_servers: dict[str, subprocess.Popen[bytes]], session_key: str, channel: str, earlier: str
 ) -> None:
     server = raw_servers[session_key]
     context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
@@ -651,8 +650,7 @@ def test_a_modern_envelope_does_not_change_the_session(errlog: TextIO, session_k
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=errlog,
-        text=True,
-        encoding="utf-8",
+        bufsize=0,
     )
     with server:
         for number, (name, args) in enumerate(PROBES[session_key]):
@@ -668,7 +666,7 @@ def test_a_modern_envelope_does_not_change_the_session(errlog: TextIO, session_k
             structured = reply["result"]["structuredContent"]
             expected = execute_tool(name, args, context, fixture_records())
             assert {key: value for key, value in structured.items() if key != "detail"} == expected
-        cast("TextIO", server.stdin).close()
+        cast("BinaryIO", server.stdin).close()
         assert server.wait(timeout=REPLY_TIMEOUT) == 0
 
 

@@ -58,13 +58,15 @@ class RawServer:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
+            # Unbuffered: readline() reads no further than the line, so select() on the
+            # pipe is never fooled by a reply already sitting in a buffer.
+            bufsize=0,
         )
         self.pings = count()
 
     def send(self, line: bytes) -> None:
         stdin = cast("BinaryIO", self.process.stdin)
         stdin.write(line + b"\n")
-        stdin.flush()
 
     def reply(self) -> dict[str, Any]:
         stdout = cast("BinaryIO", self.process.stdout)
