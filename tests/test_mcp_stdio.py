@@ -6,6 +6,7 @@ would send them; `read_line` and `encode` are also checked in-process, rule by r
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import select
@@ -17,13 +18,15 @@ from importlib.metadata import version
 from itertools import count
 from typing import Any, BinaryIO, cast
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.shared.message import SessionMessage
 
 from expected import ALPHA, T101
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.mcp_stdio import encode, read_line
+from ticket_tools.mcp_server import build_server
+from ticket_tools.mcp_stdio import encode, read_line, stdio_transport
 
 REPLY_TIMEOUT = 60.0  # seconds: only reached when the server never answers
 PARSE_ERROR = {"code": -32700, "message": "Parse error"}
@@ -367,3 +370,24 @@ def test_read_line_passes_a_message_on(line: str, message: types.JSONRPCMessage)
 def test_encode(message: types.JSONRPCMessage, line: str) -> None:
     assert encode(message) == line
     assert json.loads(line) == message.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def test_transport_in_process_answers_refused_lines_and_ends_at_eof(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # In-process too, so that mutation testing reaches the reader and the writer.
+    lines = [b"hello", b"", b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', b"[]"]
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n".join(lines) + b"\n")))
+    out = io.BytesIO()
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
+    server = build_server(ALPHA, fixture_records())
+
+    async def run() -> None:
+        async with stdio_transport() as (read_stream, write_stream):
+            await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    anyio.run(run)
+    assert out.getvalue().decode().splitlines() == [
+        '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}',
+        '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}',
+    ]
