@@ -127,7 +127,8 @@ def test_the_options_reach_the_server(
         http_server, "serve_http", lambda options, store: served.append((options, store))
     )
     records = tmp_path / "records.json"
-    records.write_text('{"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}}', "utf-8")
+    org_ticket = '{"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}}'
+    records.write_text(org_ticket, "utf-8")
     extra = [
         "--tenant-claim", "org", "--read-scope", "helpdesk.read", "--stateless",
         "--allowed-host", "a.example", "--allowed-host", "b.example:8443",
