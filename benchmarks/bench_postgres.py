@@ -36,7 +36,7 @@ from bench_store import (
 )
 
 from ticket_tools import TicketStore, execute_tool
-from ticket_tools.postgres_store import _PAGE_SQL, _SCOPE_SQL, PostgresStore, import_records
+from ticket_tools.postgres_store import _PAGE, _SCOPE_SQL, PostgresStore, import_records
 from ticket_tools.sqlite_store import SQLiteStore, write_database
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
@@ -77,11 +77,11 @@ def _page_call(args: dict[str, object], store: TicketStore) -> Callable[[], obje
 def _raw_page(connection: psycopg.Connection) -> Callable[[], object]:
     """One first page as the store reads it (scope, then the keyset query), on a bare connection."""
     connection.read_only = True
-    sql = _PAGE_SQL[(False, False, False)]
+    sql, params = _PAGE.query(TENANT, after=None, status=None, text=None, limit=LIMIT + 1)
 
     def page() -> object:
         connection.execute(_SCOPE_SQL, (TENANT, "5000"))
-        rows = connection.execute(sql, (TENANT, LIMIT + 1)).fetchall()
+        rows = connection.execute(sql, params).fetchall()
         connection.commit()
         return rows
 
@@ -92,8 +92,8 @@ def _plan(dsn: str, cursor: str) -> list[str]:
     """Return PostgreSQL's plan for the store's page query after `cursor`, as the reader."""
     with psycopg.connect(dsn) as connection:
         connection.execute(_SCOPE_SQL, (TENANT, "5000"))
-        sql = "EXPLAIN (COSTS OFF) " + _PAGE_SQL[(False, False, True)]
-        rows = connection.execute(sql, (TENANT, cursor, LIMIT + 1)).fetchall()
+        sql, params = _PAGE.query(TENANT, after=cursor, status=None, text=None, limit=LIMIT + 1)
+        rows = connection.execute("EXPLAIN (COSTS OFF) " + sql, params).fetchall()
     return [str(row[0]) for row in rows]
 
 

@@ -408,25 +408,34 @@ def test_a_limit_beyond_sqlites_integers_means_every_ticket(fixture_store: SQLit
 
 
 @pytest.mark.parametrize(
-    ("filters", "sql"),
+    ("where", "sql", "params"),
     [
         pytest.param(
-            {"status": False, "query": False, "after": False},
+            TicketFilter(),
             "SELECT id, title, status FROM tickets WHERE tenant = ? ORDER BY id LIMIT ?",
+            ("alpha", 6),
             id="no-filter",
         ),
         pytest.param(
-            {"status": True, "query": True, "after": True},
+            TicketFilter(status="open", after="TKT-104"),
             "SELECT id, title, status FROM tickets WHERE tenant = ? AND id > CAST(? AS TEXT) "
-            "AND status = ? "
-            "AND ticket_title_contains(title, ?) ORDER BY id LIMIT ?",
+            "AND status = ? ORDER BY id LIMIT ?",
+            ("alpha", b"TKT-104", "open", 6),
+            id="status-and-cursor",
+        ),
+        pytest.param(
+            TicketFilter(status="open", text="Log", after="TKT-104"),
+            "SELECT id, title, status FROM tickets WHERE tenant = ? AND id > CAST(? AS TEXT) "
+            "AND status = ? AND ticket_title_contains(title, ?) ORDER BY id LIMIT ?",
+            ("alpha", b"TKT-104", "open", "Log", 6),
             id="every-filter",
         ),
     ],
 )
-def test_page_statement_is_built_from_fixed_fragments(filters: dict[str, bool], sql: str) -> None:
-    # The statements are built once at import; this rebuilds two of them at test time.
-    assert sqlite_store._page_sql(**filters) == sql
+def test_page_statement_is_built_from_fixed_fragments(
+    where: TicketFilter, sql: str, params: tuple[object, ...]
+) -> None:
+    assert sqlite_store._page_query("alpha", where, 6) == (sql, params)
 
 
 def test_a_page_of_one(fixture_store: SQLiteStore) -> None:

@@ -19,6 +19,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ticket_tools.filters import TicketFilter
+from ticket_tools.keyset_sql import PageStatements
 from ticket_tools.records import RecordsError, StoredRow, is_text, record_rows
 from ticket_tools.store import Records, StoreError, TicketStore
 from ticket_tools.tickets import Ticket
@@ -125,33 +126,17 @@ _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true), set_config('statement_t
 _GET_SQL = "SELECT id, title, status FROM tickets WHERE tenant = %s AND id = %s"
 
 
-def _page_sql(*, status: bool, query: bool, after: bool) -> str:
-    """Build the page query for one combination of filters, from constant fragments only."""
-    where = ["tenant = %s"]
-    if after:
-        # `id > cursor`, written as `id >= _lower_bound(cursor)`: the bound is storable
-        # text even when the cursor is not (see _lower_bound).
-        where.append("id >= %s")
-    if status:
-        where.append("status = %s")
-    if query:
-        # A literal substring of Python-lowered text: no wildcards, no PostgreSQL lower().
-        where.append("strpos(title_lower, %s) > 0")
-    # Every value is a bound parameter; the text varies only by which filters are on.
-    return (
-        "SELECT id, title, status FROM tickets WHERE "  # noqa: S608
-        + " AND ".join(where)
-        + " ORDER BY id LIMIT %s"
-    )
-
-
 # One fixed statement per filter combination, each read along the primary key.
-_PAGE_SQL = {
-    (status, query, after): _page_sql(status=status, query=query, after=after)
-    for status in (False, True)
-    for query in (False, True)
-    for after in (False, True)
-}
+# `id > cursor` is written `id >= _lower_bound(cursor)`: the bound is storable text
+# even when the cursor is not. The text filter is a literal substring of
+# Python-lowered text: no wildcards, no PostgreSQL lower().
+_PAGE = PageStatements(
+    tenant="tenant = %s",
+    after="id >= %s",
+    status="status = %s",
+    text="strpos(title_lower, %s) > 0",
+    limit="%s",
+)
 
 
 class TableNotEmptyError(Exception):
@@ -241,16 +226,14 @@ class PostgresStore(TicketStore):
         ):
             # Nothing stored holds NUL or a lone surrogate, so such a value matches nothing.
             return []
-        params: list[object] = [tenant]
-        if where.after is not None:
-            params.append(_lower_bound(where.after))
-        if where.status is not None:
-            params.append(where.status)
-        if where.text is not None:
-            params.append(where.text.lower())
-        params.append(None if limit is None or limit > _MAX_LIMIT else limit)
-        key = (where.status is not None, where.text is not None, where.after is not None)
-        return [_ticket(row) for row in self._select(tenant, _PAGE_SQL[key], tuple(params))]
+        statement, params = _PAGE.query(
+            tenant,
+            after=None if where.after is None else _lower_bound(where.after),
+            status=where.status,
+            text=None if where.text is None else where.text.lower(),
+            limit=None if limit is None or limit > _MAX_LIMIT else limit,
+        )
+        return [_ticket(row) for row in self._select(tenant, statement, params)]
 
     def _select(
         self, tenant: str, statement: str, params: tuple[object, ...], *, retry: bool = True

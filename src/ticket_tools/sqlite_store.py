@@ -9,6 +9,7 @@ import weakref
 from pathlib import Path
 
 from ticket_tools.filters import TicketFilter, title_contains
+from ticket_tools.keyset_sql import PageStatements
 from ticket_tools.records import is_text, record_rows
 from ticket_tools.sqlite_import import insert_rows, write_database
 from ticket_tools.sqlite_schema import check_schema, store_error
@@ -31,33 +32,17 @@ _MATCH_FUNCTION = "ticket_title_contains"
 _GET_SQL = "SELECT id, title, status FROM tickets WHERE tenant = ? AND id = ?"
 
 
-def _page_sql(*, status: bool, query: bool, after: bool) -> str:
-    """Build the page query for one combination of filters, from constant fragments only."""
-    where = ["tenant = ?"]
-    if after:
-        # The cursor is bound as its UTF-8 bytes, surrogates kept ("surrogatepass"),
-        # and read back as TEXT: any str, even one with no UTF-8 form, then compares
-        # with the stored ids byte by byte, which is Python's code-point order.
-        where.append("id > CAST(? AS TEXT)")
-    if status:
-        where.append("status = ?")
-    if query:
-        where.append(f"{_MATCH_FUNCTION}(title, ?)")
-    # Every value is a bound parameter; the text varies only by which filters are on.
-    return (
-        "SELECT id, title, status FROM tickets WHERE "  # noqa: S608
-        + " AND ".join(where)
-        + " ORDER BY id LIMIT ?"
-    )
-
-
 # One fixed statement per filter combination, so each keeps a simple, index-only plan.
-_PAGE_SQL = {
-    (status, query, after): _page_sql(status=status, query=query, after=after)
-    for status in (False, True)
-    for query in (False, True)
-    for after in (False, True)
-}
+# The cursor is bound as its UTF-8 bytes, surrogates kept ("surrogatepass"), and read
+# back as TEXT: any str, even one with no UTF-8 form, then compares with the stored ids
+# byte by byte, which is Python's code-point order.
+_PAGE = PageStatements(
+    tenant="tenant = ?",
+    after="id > CAST(? AS TEXT)",
+    status="status = ?",
+    text=f"{_MATCH_FUNCTION}(title, ?)",
+    limit="?",
+)
 
 
 class SQLiteStore(TicketStore):
@@ -189,16 +174,13 @@ class SQLiteStore(TicketStore):
 def _page_query(
     tenant: str, where: TicketFilter, limit: int | None
 ) -> tuple[str, tuple[object, ...]]:
-    params: list[object] = [tenant]
-    if where.after is not None:
-        params.append(where.after.encode("utf-8", "surrogatepass"))
-    if where.status is not None:
-        params.append(where.status)
-    if where.text is not None:
-        params.append(where.text)
-    params.append(-1 if limit is None or limit > _MAX_LIMIT else limit)
-    sql = _PAGE_SQL[(where.status is not None, where.text is not None, where.after is not None)]
-    return sql, tuple(params)
+    return _PAGE.query(
+        tenant,
+        after=None if where.after is None else where.after.encode("utf-8", "surrogatepass"),
+        status=where.status,
+        text=where.text,
+        limit=-1 if limit is None or limit > _MAX_LIMIT else limit,
+    )
 
 
 def _title_matches(title: object, text: object) -> bool:
