@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,13 +72,16 @@ def _parser() -> argparse.ArgumentParser:
     declarations.set_defaults(run=_run_declarations)
 
     serve = commands.add_parser(
-        "serve", help="serve the tools to an assistant host over MCP (stdio), for one session"
+        "serve",
+        help="serve the tools to assistant hosts over MCP: stdio for one session (--tenant), "
+        "or Streamable HTTP for every tenant (--http)",
     )
-    serve.add_argument("--tenant", required=True, help="the trusted tenant of the session")
+    serve.add_argument("--tenant", help="the trusted tenant of the session (stdio)")
     serve.add_argument(
-        "--no-read", action="store_true", help="serve a session without read permission"
+        "--no-read", action="store_true", help="serve a session without read permission (stdio)"
     )
     _add_store_options(serve)
+    _add_http_options(serve)
     serve.set_defaults(run=_run_serve)
 
     load = commands.add_parser(
@@ -151,8 +155,127 @@ def _run_serve(options: argparse.Namespace) -> int:
         raise CommandError("serve needs the MCP SDK: pip install 'ticket-tools[mcp]'")
     from ticket_tools import mcp_server  # noqa: PLC0415
 
+    if options.http is not None:
+        return _run_serve_http(options)
+    if _http_only_options(options):
+        raise CommandError(f"{', '.join(_http_only_options(options))}: only with --http HOST:PORT")
+    if options.tenant is None:
+        raise CommandError("serve needs --tenant (stdio) or --http HOST:PORT")
     context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
     mcp_server.serve(context, _open_store(options))
+    return 0
+
+
+# `serve --http`: what each option sets, for the checks that they come together.
+_HTTP_ONLY = {
+    "--jwks": "jwks",
+    "--issuer": "issuer",
+    "--audience": "audience",
+    "--tenant-claim": "tenant_claim",
+    "--read-scope": "read_scope",
+    "--stateless": "stateless",
+    "--allowed-host": "allowed_host",
+    "--resource-url": "resource_url",
+    "--audit-log": "audit_log",
+}
+
+
+def _add_http_options(parser: argparse.ArgumentParser) -> None:
+    http = parser.add_argument_group(
+        "HTTP", "one endpoint for every tenant: each request's bearer token says whose tickets"
+    )
+    http.add_argument(
+        "--http",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="serve MCP over Streamable HTTP on this address (port 0: one the OS picks)",
+    )
+    http.add_argument(
+        "--jwks", metavar="FILE_OR_URL", help="the identity provider's JWKS: a file or https URL"
+    )
+    http.add_argument("--issuer", metavar="ISS", help="the `iss` every token must carry")
+    http.add_argument("--audience", metavar="AUD", help="the `aud` every token must carry")
+    http.add_argument(
+        "--tenant-claim", metavar="NAME", help="the claim naming the tenant (default: tenant)"
+    )
+    http.add_argument(
+        "--read-scope",
+        metavar="SCOPE",
+        help="the scope that grants reading tickets (default: tickets:read)",
+    )
+    http.add_argument(
+        "--stateless",
+        action="store_true",
+        help="keep no sessions, so any replica can answer any request",
+    )
+    http.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a Host header to accept besides HOST:PORT, e.g. tickets.example.com (repeatable)",
+    )
+    http.add_argument(
+        "--resource-url",
+        metavar="URL",
+        help="this endpoint's public URL, for the metadata (default: http://HOST:PORT/mcp)",
+    )
+    http.add_argument(
+        "--audit-log",
+        type=Path,
+        metavar="FILE",
+        help="append the audit log (one JSON line per tool call) here (default: stderr)",
+    )
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or re.fullmatch("[0-9]{1,5}", port) is None or int(port) > 65535:
+        raise argparse.ArgumentTypeError("expected HOST:PORT, e.g. 127.0.0.1:8765")
+    return host, int(port)
+
+
+def _http_only_options(options: argparse.Namespace) -> list[str]:
+    return [
+        flag for flag, name in _HTTP_ONLY.items() if getattr(options, name) not in (None, False)
+    ]
+
+
+def _run_serve_http(options: argparse.Namespace) -> int:
+    if options.tenant is not None or options.no_read:
+        raise CommandError(
+            "over --http each request's token gives the tenant and permission: "
+            "drop --tenant and --no-read"
+        )
+    missing = [
+        flag
+        for flag in ("--jwks", "--issuer", "--audience")
+        if not getattr(options, _HTTP_ONLY[flag])
+    ]
+    if missing:
+        raise CommandError(f"--http needs {', '.join(missing)}")
+    from ticket_tools import http_server, tokens  # noqa: PLC0415 - the optional extra
+
+    named = {"tenant_claim": options.tenant_claim, "read_scope": options.read_scope}
+    rules = tokens.TokenRules(
+        issuer=options.issuer,
+        audience=options.audience,
+        **{name: value for name, value in named.items() if value is not None},
+    )
+    settings = http_server.HttpOptions(
+        host=options.http[0],
+        port=options.http[1],
+        jwks=options.jwks,
+        rules=rules,
+        stateless=options.stateless,
+        allowed_hosts=tuple(options.allowed_host or ()),
+        resource_url=options.resource_url,
+        audit_log=options.audit_log,
+    )
+    try:
+        http_server.serve_http(settings, _open_store(options))
+    except http_server.ServeError as error:
+        raise CommandError(str(error)) from None
     return 0
 
 

@@ -28,7 +28,10 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from importlib.metadata import version
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -45,6 +48,11 @@ SERVER_NAME = "ticket-tools"
 INTERNAL_ERROR_MESSAGE = "Internal error"
 
 logger = logging.getLogger(__name__)
+
+ContextSource = Callable[[], Context]
+"""Return the trusted context of the call being served (over HTTP: from its verified token)."""
+CallObserver = Callable[[ServerRequestContext[Any], str, Outcome | None, float], None]
+"""Told of each call: its request, tool name, outcome (None: failed inside), seconds taken."""
 
 
 def call_result(outcome: Outcome) -> types.CallToolResult:
@@ -69,8 +77,17 @@ def call_result(outcome: Outcome) -> types.CallToolResult:
     )
 
 
-def build_server(context: Context, store: Records | TicketStore) -> Server:
-    """Return an MCP server whose every call runs with the trusted `context` on `store`."""
+def build_server(
+    context: Context | ContextSource,
+    store: Records | TicketStore,
+    *,
+    observe: CallObserver | None = None,
+) -> Server:
+    """Return an MCP server whose every call runs with the trusted `context` on `store`.
+
+    `context` is either fixed for the process (stdio) or a function asked on every call.
+    """
+    context_of = context if callable(context) else lambda: context
     tools = [types.Tool.model_validate(tool) for tool in export_declarations("mcp")]
 
     async def list_tools(
@@ -84,12 +101,17 @@ def build_server(context: Context, store: Records | TicketStore) -> Server:
         # MCP makes `arguments` optional: absent means no arguments. A value that
         # is present, null included, goes to the core's checks as sent.
         args = params.arguments if "arguments" in params.model_fields_set else {}
+        started = time.perf_counter()
+        outcome: Outcome | None = None
         try:
-            outcome = run_tool(params.name, args, context, store)
+            outcome = run_tool(params.name, args, context_of(), store)
         except Exception:
             # The SDK would put str(error) on the wire; only a fixed message goes there.
             logger.exception("tool call failed inside the handler")
             raise MCPError(code=types.INTERNAL_ERROR, message=INTERNAL_ERROR_MESSAGE) from None
+        finally:
+            if observe is not None:
+                observe(ctx, params.name, outcome, time.perf_counter() - started)
         return call_result(outcome)
 
     return Server(

@@ -1,0 +1,157 @@
+"""One MCP endpoint for every tenant: the tools over Streamable HTTP, behind bearer tokens.
+
+Needs the `mcp` extra. Each request carries an OAuth access token (a JWT from the
+identity provider); `JwtVerifier` checks it and the trusted context of every tool call
+is built from that request's token alone (`context_from_token`), through the same
+tool-call path as stdio (`mcp_server.build_server`). A request without a valid token is
+answered 401 with a `WWW-Authenticate: Bearer` header naming this server's
+protected-resource metadata (RFC 9728), which the server also serves.
+
+A session is bound to the token's (client, issuer, subject) that opened it; with
+`stateless` there are no sessions at all, so any replica can answer any request.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import socket
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import uvicorn
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import AnyHttpUrl, ValidationError
+from starlette.applications import Starlette
+
+from ticket_tools.audit import AuditLog
+from ticket_tools.execute import Context
+from ticket_tools.mcp_server import build_server
+from ticket_tools.store import Records, TicketStore
+from ticket_tools.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
+
+MCP_PATH = "/mcp"
+SHUTDOWN_SECONDS = 3  # open streams get this long to finish after SIGINT or SIGTERM
+
+
+class ServeError(Exception):
+    """The server cannot start: a one-line reason for the command line."""
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """How to listen and whom to trust, from `ticket-tools serve --http`."""
+
+    host: str
+    """The address to bind; 127.0.0.1 unless a proxy in front needs more."""
+    port: int
+    """The port to bind; 0 lets the OS choose (the chosen one is printed)."""
+    jwks: str
+    """A JWKS file path or https URL: the identity provider's public signing keys."""
+    rules: TokenRules
+    """Issuer, audience, tenant claim and read scope every token is checked against."""
+    stateless: bool = False
+    """No server-side sessions: every request stands alone."""
+    allowed_hosts: tuple[str, ...] = ()
+    """Host header values accepted besides HOST:PORT (DNS-rebinding protection)."""
+    resource_url: str | None = None
+    """This endpoint's public URL (default http://HOST:PORT/mcp), named in the metadata."""
+    audit_log: Path | None = None
+    """Where audit lines go; None: stderr."""
+
+
+def request_context(rules: TokenRules) -> Context:
+    """Return the trusted context of the call being served, from its request's verified token."""
+    return context_from_token(get_access_token(), rules)
+
+
+def build_app(
+    store: Records | TicketStore,
+    verifier: JwtVerifier,
+    options: HttpOptions,
+    *,
+    netloc: str,
+    audit: AuditLog,
+) -> Starlette:
+    """Return the ASGI app serving the tools at MCP_PATH for the server bound at `netloc`."""
+    rules = options.rules
+    resource_url = options.resource_url or f"http://{netloc}{MCP_PATH}"
+    try:
+        auth = AuthSettings(
+            issuer_url=AnyHttpUrl(rules.issuer),
+            resource_server_url=AnyHttpUrl(resource_url),
+            # The verifier checks `aud` against the configured audience itself.
+            validate_token_resource=False,
+        )
+    except ValidationError:
+        raise ServeError("--issuer and --resource-url must be http(s) URLs") from None
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[netloc, *options.allowed_hosts],
+        allowed_origins=[f"http://{netloc}", *(f"https://{h}" for h in options.allowed_hosts)],
+    )
+    server = build_server(lambda: request_context(rules), store, observe=audit.observe)
+    return server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        # Tool calls answer at once and send no progress: a JSON body is enough.
+        json_response=True,
+        stateless_http=options.stateless,
+        transport_security=security,
+        host=options.host,
+        auth=auth,
+        token_verifier=verifier,
+    )
+
+
+def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
+    """Serve the tools over Streamable HTTP until SIGINT or SIGTERM."""
+    logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
+    try:
+        keys = KeySet(options.jwks)
+    except JwksError as error:
+        raise ServeError(f"cannot load the JWKS: {error}") from None
+    try:
+        listener = socket.create_server(
+            (options.host, options.port),
+            family=socket.AF_INET6 if ":" in options.host else socket.AF_INET,
+        )
+    except OSError as error:
+        raise ServeError(
+            f"cannot listen on {options.host}:{options.port}: {type(error).__name__}"
+        ) from None
+    with ExitStack() as stack:
+        stack.enter_context(listener)
+        port = listener.getsockname()[1]
+        host = f"[{options.host}]" if ":" in options.host else options.host
+        netloc = f"{host}:{port}"
+        stream: TextIO = sys.stderr
+        if options.audit_log is not None:
+            try:
+                stream = stack.enter_context(options.audit_log.open("a", encoding="utf-8"))
+            except OSError as error:
+                raise ServeError(
+                    f"cannot open {options.audit_log}: {type(error).__name__}"
+                ) from None
+        audit = AuditLog(stream, options.rules)
+        app = build_app(
+            store, JwtVerifier(keys, options.rules), options, netloc=netloc, audit=audit
+        )
+        config = uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+        )
+        # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler it
+        # found: this one, so the process ends with status 0 (and coverage data written).
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, frame: None)
+        print(
+            f"ticket-tools: serving MCP on http://{netloc}{MCP_PATH}", file=sys.stderr, flush=True
+        )
+        uvicorn.Server(config).run(sockets=[listener])

@@ -1,0 +1,329 @@
+"""Helpers for the HTTP tests and benchmark: an identity provider's keys, and a real server.
+
+`Issuer` makes key pairs, publishes their JWKS and signs tokens with them, as an identity
+provider would. `HttpServer` runs `ticket-tools serve --http 127.0.0.1:0` in a subprocess,
+reads the address it chose from its stderr, and stops it with SIGTERM (which it handles
+cleanly, so coverage data is written).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import hashlib
+import hmac
+import http.server
+import ipaddress
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import jwt
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.x509.oid import NameOID
+from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+
+from ticket_tools.tokens import LEEWAY_SECONDS
+
+ISSUER = "https://idp.example.test/"
+AUDIENCE = "https://tickets.example.test/mcp"
+READ = "tickets:read"
+START_TIMEOUT_SECONDS = 60.0  # a loaded 2-core machine can take a while to import the SDK
+STOP_TIMEOUT_SECONDS = 30.0
+
+PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
+
+
+class Issuer:
+    """An identity provider: one key per algorithm, its JWKS, and tokens signed with them."""
+
+    def __init__(self, prefix: str = "k") -> None:
+        self.keys: dict[str, tuple[str, PrivateKey]] = {
+            f"{prefix}-rs": (
+                "RS256",
+                rsa.generate_private_key(public_exponent=65537, key_size=2048),
+            ),
+            f"{prefix}-es": ("ES256", ec.generate_private_key(ec.SECP256R1())),
+            f"{prefix}-ed": ("EdDSA", ed25519.Ed25519PrivateKey.generate()),
+        }
+
+    def jwks(self) -> dict[str, list[dict[str, Any]]]:
+        """Return the public JWKS, as the provider publishes it."""
+        entries = []
+        for kid, (alg, key) in self.keys.items():
+            public = key.public_key()
+            if isinstance(public, rsa.RSAPublicKey):
+                entry = RSAAlgorithm.to_jwk(public, as_dict=True)
+            elif isinstance(public, ec.EllipticCurvePublicKey):
+                entry = ECAlgorithm.to_jwk(public, as_dict=True)
+            else:
+                entry = OKPAlgorithm.to_jwk(public, as_dict=True)
+            entries.append({**entry, "kid": kid, "alg": alg, "use": "sig"})
+        return {"keys": entries}
+
+    def kid(self, alg: str = "RS256") -> str:
+        """Return the kid of this issuer's key for `alg`."""
+        return next(kid for kid, (key_alg, _) in self.keys.items() if key_alg == alg)
+
+    def sign(
+        self,
+        claims: Mapping[str, object],
+        *,
+        alg: str = "RS256",
+        headers: Mapping[str, object] | None = None,
+    ) -> str:
+        """Return a JWT of `claims` signed with this issuer's key for `alg`."""
+        kid = self.kid(alg)
+        return jwt.encode(
+            dict(claims), self.keys[kid][1], algorithm=alg, headers={"kid": kid, **(headers or {})}
+        )
+
+
+def claims(tenant: object, subject: str, **extra: object) -> dict[str, object]:
+    """Return the claims of a valid token for `tenant`, with the read scope unless replaced."""
+    now = int(time.time())
+    base: dict[str, object] = {
+        "iss": ISSUER,
+        "aud": AUDIENCE,
+        "sub": subject,
+        "iat": now,
+        "exp": now + 3600,
+        "tenant": tenant,
+        "scope": f"openid {READ}",
+    }
+    return {**base, **extra}
+
+
+TokenMaker = Callable[[Issuer, Issuer], str]
+"""Make a token from the trusted provider and a stranger (same kids, other keys)."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _segments(header: dict[str, object], payload: dict[str, object]) -> str:
+    return f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(payload).encode())}"
+
+
+def hs256_with_public_key(idp: Issuer) -> str:
+    """Sign as HS256 with the RSA public key's PEM as the secret: the classic confusion attack."""
+    kid = idp.kid("RS256")
+    pem = (
+        idp.keys[kid][1]
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    signing_input = _segments({"alg": "HS256", "typ": "JWT", "kid": kid}, claims("alpha", "u1"))
+    mac = hmac.new(pem, signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{_b64(mac)}"
+
+
+def payload_edited(idp: Issuer) -> str:
+    """Take alpha's valid token and swap in a payload naming beta, keeping the signature."""
+    header, _, signature = idp.sign(claims("alpha", "u1")).split(".")
+    return f"{header}.{_b64(json.dumps(claims('beta', 'u1')).encode())}.{signature}"
+
+
+def alg_none(idp: Issuer) -> str:
+    """An unsigned token (alg none) naming a trusted kid."""
+    return _segments({"alg": "none", "kid": idp.kid("RS256")}, claims("alpha", "u1")) + "."
+
+
+def without(name: str) -> dict[str, object]:
+    """Return valid alpha claims without `name`."""
+    valid = claims("alpha", "u1")
+    del valid[name]
+    return valid
+
+
+NOW = int(time.time())
+REFUSED: dict[str, TokenMaker] = {
+    "expired": lambda idp, _: idp.sign(claims("alpha", "u1", exp=NOW - LEEWAY_SECONDS - 60)),
+    "not-yet-valid": lambda idp, _: idp.sign(claims("alpha", "u1", nbf=NOW + LEEWAY_SECONDS + 60)),
+    "wrong-issuer": lambda idp, _: idp.sign(claims("alpha", "u1", iss="https://evil.example/")),
+    "wrong-audience": lambda idp, _: idp.sign(claims("alpha", "u1", aud="https://other.example/")),
+    "key-not-in-jwks": lambda _, other: jwt.encode(
+        claims("alpha", "u1"),
+        other.keys["idp-rs"][1],
+        algorithm="RS256",
+        headers={"kid": "other-rs"},
+    ),
+    "trusted-kid-other-key": lambda _, other: other.sign(claims("alpha", "u1")),
+    "alg-none": lambda idp, _: alg_none(idp),
+    "hs256-public-key-as-secret": lambda idp, _: hs256_with_public_key(idp),
+    "payload-edited-after-signing": lambda idp, _: payload_edited(idp),
+    "no-tenant-claim": lambda idp, _: idp.sign(without("tenant")),
+    "tenant-not-a-string": lambda idp, _: idp.sign(claims(7, "u1")),
+    "tenant-a-list": lambda idp, _: idp.sign(claims(["alpha"], "u1")),
+    "tenant-empty": lambda idp, _: idp.sign(claims("", "u1")),
+    "tenant-null": lambda idp, _: idp.sign(claims(None, "u1")),
+    "no-subject": lambda idp, _: idp.sign(without("sub")),
+    "empty-subject": lambda idp, _: idp.sign(claims("alpha", "")),
+    "no-expiry": lambda idp, _: idp.sign(without("exp")),
+    "no-audience": lambda idp, _: idp.sign(without("aud")),
+    "es256-header-on-the-rsa-key": lambda idp, _: jwt.encode(
+        claims("alpha", "u1"),
+        idp.keys["idp-es"][1],
+        algorithm="ES256",
+        headers={"kid": "idp-rs"},
+    ),
+    "no-kid": lambda idp, _: jwt.encode(
+        claims("alpha", "u1"), idp.keys["idp-rs"][1], algorithm="RS256"
+    ),
+    "kid-not-a-string": lambda idp, _: _segments({"alg": "RS256", "kid": 5}, claims("a", "u")),
+    "not-a-jwt": lambda _, __: "not-a-jwt",
+    "empty": lambda _, __: "",
+}
+
+
+class HttpServer:
+    """A `ticket-tools serve --http` process on 127.0.0.1, on a port the OS chose."""
+
+    def __init__(
+        self,
+        folder: Path,
+        jwks: str,
+        *extra: str,
+        env: Mapping[str, str] | None = None,
+        audit_to_stderr: bool = False,
+    ) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.stderr_path = folder / "stderr.txt"
+        self.audit_path = self.stderr_path if audit_to_stderr else folder / "audit.jsonl"
+        args = [
+            sys.executable,
+            "-m",
+            "ticket_tools",
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--jwks",
+            jwks,
+            "--issuer",
+            ISSUER,
+            "--audience",
+            AUDIENCE,
+            *([] if audit_to_stderr else ["--audit-log", str(self.audit_path)]),
+            *extra,
+        ]
+        with self.stderr_path.open("wb") as stderr:
+            self.process = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env={**os.environ, **(env or {})},
+            )
+        self.url = self._wait_for_address()
+
+    def _wait_for_address(self) -> str:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        prefix = "ticket-tools: serving MCP on "
+        while time.monotonic() < deadline:
+            for line in self.stderr().splitlines():
+                if line.startswith(prefix):
+                    return line.removeprefix(prefix)
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.process.kill()
+        self.process.wait()
+        raise RuntimeError(f"the server did not start:\n{self.stderr()}")
+
+    def stderr(self) -> str:
+        """Return what the server wrote on stderr so far."""
+        return self.stderr_path.read_text(encoding="utf-8")
+
+    def audit_lines(self) -> list[dict[str, Any]]:
+        """Return the audit log so far, one dict per line."""
+        text = self.audit_path.read_text(encoding="utf-8")
+        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+    def stop(self) -> int:
+        """Stop the server as an operator would (SIGTERM); return its exit status."""
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+
+class JwksHttpsServer:
+    """An identity provider's JWKS endpoint over TLS on 127.0.0.1, with a self-signed certificate.
+
+    `document` is served at /jwks.json and may be replaced at any time (a key rotation);
+    `hits` counts the fetches. Clients trust it through `cert_path` (SSL_CERT_FILE).
+    """
+
+    def __init__(self, folder: Path, document: object) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.document = document
+        self.hits = 0
+        self.cert_path = folder / "cert.pem"
+        key_path = folder / "key.pem"
+        _write_self_signed(self.cert_path, key_path)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(self.cert_path, key_path)
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.hits += 1
+                body = json.dumps(owner.document).encode()
+                self.send_response(200 if self.path == "/jwks.json" else 404)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+                pass  # keep the test output clean
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+        self.url = f"https://127.0.0.1:{self._server.server_address[1]}/jwks.json"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving and wait for the serving thread."""
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def _write_self_signed(cert_path: Path, key_path: Path) -> None:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.IPv4Address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )

@@ -1,0 +1,115 @@
+"""`ticket-tools serve --http`: the options, and each reason it cannot start, in-process."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from http_support import AUDIENCE, ISSUER, Issuer
+from ticket_tools.cli import main
+
+Captured = pytest.CaptureFixture[str]
+
+
+@pytest.fixture(scope="module")
+def jwks(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A valid JWKS file."""
+    path = tmp_path_factory.mktemp("jwks") / "jwks.json"
+    path.write_text(json.dumps(Issuer("cli").jwks()), encoding="utf-8")
+    return str(path)
+
+
+def _fails(capsys: Captured, argv: list[str]) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err
+
+
+def _http(jwks: str, *extra: str, address: str = "127.0.0.1:0") -> list[str]:
+    return [
+        "serve",
+        "--http",
+        address,
+        "--jwks",
+        jwks,
+        "--issuer",
+        ISSUER,
+        "--audience",
+        AUDIENCE,
+        *extra,
+    ]
+
+
+def test_serve_needs_a_tenant_or_http(capsys: Captured) -> None:
+    assert _fails(capsys, ["serve"]) == (
+        "ticket-tools: serve needs --tenant (stdio) or --http HOST:PORT\n"
+    )
+
+
+def test_http_options_need_http(capsys: Captured) -> None:
+    argv = ["serve", "--tenant", "a", "--jwks", "j", "--stateless", "--allowed-host", "h"]
+    assert _fails(capsys, argv) == (
+        "ticket-tools: --jwks, --stateless, --allowed-host: only with --http HOST:PORT\n"
+    )
+
+
+@pytest.mark.parametrize("flag", [["--tenant", "alpha"], ["--no-read"]])
+def test_http_takes_no_tenant(capsys: Captured, jwks: str, flag: list[str]) -> None:
+    assert _fails(capsys, _http(jwks, *flag)) == (
+        "ticket-tools: over --http each request's token gives the tenant and permission: "
+        "drop --tenant and --no-read\n"
+    )
+
+
+def test_http_needs_the_token_rules(capsys: Captured) -> None:
+    assert _fails(capsys, ["serve", "--http", "127.0.0.1:0", "--issuer", ISSUER]) == (
+        "ticket-tools: --http needs --jwks, --audience\n"
+    )
+
+
+@pytest.mark.parametrize("address", ["8765", ":8765", "host:", "host:x", "host:65536", "h:١٢"])
+def test_a_bad_address_is_a_usage_error(capsys: Captured, address: str) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", "--http", address])
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "argument --http: expected HOST:PORT, e.g. 127.0.0.1:8765\n"
+    )
+
+
+def test_an_unreadable_jwks(capsys: Captured, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    assert _fails(capsys, _http(str(missing))) == (
+        f"ticket-tools: cannot load the JWKS: cannot read {missing}: FileNotFoundError\n"
+    )
+
+
+def test_an_address_in_use(capsys: Captured, jwks: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert _fails(capsys, _http(jwks, address=f"127.0.0.1:{port}")) == (
+            f"ticket-tools: cannot listen on 127.0.0.1:{port}: OSError\n"
+        )
+
+
+def test_an_audit_log_that_cannot_be_opened(capsys: Captured, jwks: str, tmp_path: Path) -> None:
+    assert _fails(capsys, _http(jwks, "--audit-log", str(tmp_path))) == (
+        f"ticket-tools: cannot open {tmp_path}: IsADirectoryError\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(["--issuer", "idp-without-scheme"], id="issuer"),
+        pytest.param(["--resource-url", "tickets.example/mcp"], id="resource-url"),
+    ],
+)
+def test_urls_that_are_not_urls(capsys: Captured, jwks: str, extra: list[str]) -> None:
+    assert _fails(capsys, _http(jwks, *extra)) == (
+        "ticket-tools: --issuer and --resource-url must be http(s) URLs\n"
+    )

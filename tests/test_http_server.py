@@ -1,0 +1,639 @@
+"""One HTTP endpoint for every tenant, through real `ticket-tools serve --http` processes.
+
+The test is the identity provider: it makes key pairs, publishes their JWKS and signs the
+tokens. The official SDK client (`streamable_http_client`) drives the servers; what a client
+must never get (another tenant's data, a 200 without a valid token) is also checked on the
+raw HTTP exchange. Every server runs on 127.0.0.1 on a port the OS picked, and is stopped
+with SIGTERM at the end of the module (its exit status is checked: 0).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import shutil
+import socket
+import sqlite3
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from expected import (
+    ALPHA,
+    ALPHA_NO_READ,
+    ALPHA_TICKETS,
+    BETA,
+    BETA_T103,
+    BETA_T104,
+    BETA_T108,
+    T104,
+)
+from http_support import REFUSED, HttpServer, Issuer, JwksHttpsServer, claims
+from ticket_tools import execute_tool, fixture_records
+from ticket_tools.acceptance import CALLS, AcceptanceCall
+from ticket_tools.cli import main
+
+pytestmark = pytest.mark.anyio
+
+RECORDS = fixture_records()
+BETA_TICKETS = [BETA_T103, BETA_T104, BETA_T108]
+TITLES = sorted({str(ticket["title"]) for ticket in RECORDS.values()})
+PROTOCOL = "2025-11-25"
+ALLOWED_HOST = "tickets.example.test"
+CLIENTS = 24  # concurrent clients, alternating alpha and beta tokens
+CALLS_PER_CLIENT = 50
+ISSUED: list[str] = []  # every token signed here, for the scan of the logs
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Run the async tests and fixtures on asyncio, the SDK's own default."""
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def idp() -> Issuer:
+    """The identity provider the servers trust."""
+    return Issuer("idp")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory, idp: Issuer) -> Path:
+    """A folder holding the provider's JWKS and each server's files."""
+    path = tmp_path_factory.mktemp("http")
+    (path / "jwks.json").write_text(json.dumps(idp.jwks()), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def token(idp: Issuer) -> Callable[..., str]:
+    """Return a signed token for a tenant and subject; extra claims replace the defaults."""
+
+    def sign(tenant: object, subject: str, **extra: object) -> str:
+        signed = idp.sign(claims(tenant, subject, **extra))
+        ISSUED.append(signed)
+        return signed
+
+    return sign
+
+
+def _started(server: HttpServer) -> Iterator[HttpServer]:
+    yield server
+    assert server.stop() == 0, server.stderr()
+
+
+@pytest.fixture(scope="module")
+def server(folder: Path) -> Iterator[HttpServer]:
+    """The shared server: the fixture store, sessions on, one extra allowed Host."""
+    jwks = str(folder / "jwks.json")
+    yield from _started(HttpServer(folder / "main", jwks, "--allowed-host", ALLOWED_HOST))
+
+
+@pytest.fixture(scope="module")
+def database(folder: Path) -> Path:
+    """The fixture store as an SQLite database made by `ticket-tools import`."""
+    records = folder / "records.json"
+    records.write_text(json.dumps(RECORDS), encoding="utf-8")
+    assert main(["import", str(records), "--db", str(folder / "tickets.db")]) == 0
+    return folder / "tickets.db"
+
+
+@asynccontextmanager
+async def connect(url: str, bearer: str) -> AsyncIterator[ClientSession]:
+    """Open an MCP session on `url` through the official client, sending `bearer`."""
+    headers = {"Authorization": f"Bearer {bearer}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as client,
+        streamable_http_client(url, http_client=client) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@pytest.fixture(scope="module")
+async def sessions(
+    server: HttpServer, token: Callable[..., str]
+) -> AsyncIterator[dict[str, ClientSession]]:
+    """One live session per token kind on the shared server."""
+    bearers = {
+        "alpha": token("alpha", "alice"),
+        "alpha-no-read": token("alpha", "alan", scope="openid"),
+        "beta": token("beta", "bob"),
+    }
+    async with AsyncExitStack() as stack:
+        yield {
+            kind: await stack.enter_async_context(connect(server.url, bearer))
+            for kind, bearer in bearers.items()
+        }
+
+
+async def result(session: ClientSession, name: str, args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Call a tool; return the contract's dict the client sees (an unknown tool included)."""
+    try:
+        answer = await session.call_tool(name, args, **kwargs)
+    except MCPError as error:
+        code = error.error.code
+        return {"ok": False, "code": "unknown_tool" if code == types.INVALID_PARAMS else code}
+    assert isinstance(answer.structured_content, dict)
+    return answer.structured_content
+
+
+def _kind(call: AcceptanceCall) -> str:
+    if call.context == BETA:
+        return "beta"
+    return "alpha" if call.context == ALPHA else "alpha-no-read"
+
+
+@pytest.mark.parametrize("call", [pytest.param(call, id=call.label) for call in CALLS])
+async def test_acceptance_call_over_http(
+    sessions: dict[str, ClientSession], call: AcceptanceCall
+) -> None:
+    got = await result(sessions[_kind(call)], call.name, call.args)
+    assert got == call.expected
+    assert got == execute_tool(call.name, call.args, call.context, RECORDS)
+
+
+async def test_tkt_104_is_the_token_tenants_own(sessions: dict[str, ClientSession]) -> None:
+    args = {"ticket_id": "TKT-104"}
+    assert await result(sessions["alpha"], "get_ticket", args) == {"ok": True, "ticket": T104}
+    assert await result(sessions["beta"], "get_ticket", args) == {"ok": True, "ticket": BETA_T104}
+    assert await result(sessions["beta"], "search_tickets", {}) == {
+        "ok": True,
+        "tickets": BETA_TICKETS,
+        "next_cursor": None,
+    }
+
+
+def post(
+    url: str,
+    body: bytes | Mapping[str, object],
+    bearer: str | None,
+    headers: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], bytes]:
+    """POST `body` to the server as raw HTTP; return status, headers (lower-case) and body."""
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if bearer is not None:
+        sent["Authorization"] = f"Bearer {bearer}"
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={**sent, **(headers or {})})  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+            status, answer, got = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        status, answer, got = error.code, error.headers, error.read()
+    return status, {k.lower(): v for k, v in answer.items()}, got
+
+
+def rpc(method: str, params: dict[str, object], request_id: int = 1) -> dict[str, object]:
+    """Return a JSON-RPC request."""
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+INITIALIZE = rpc(
+    "initialize",
+    {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+)
+
+
+def open_session(url: str, bearer: str) -> str:
+    """Initialize a session over raw HTTP; return its id."""
+    status, headers, _ = post(url, INITIALIZE, bearer)
+    assert status == 200
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    sid = headers["mcp-session-id"]
+    assert post(url, initialized, bearer, {"Mcp-Session-Id": sid})[0] == 202
+    return sid
+
+
+def call_in_session(
+    url: str, bearer: str, sid: str, name: str, args: Mapping[str, object]
+) -> tuple[int, bytes]:
+    """Call a tool in session `sid` over raw HTTP; return the status and body."""
+    body = rpc("tools/call", {"name": name, "arguments": dict(args)}, 7)
+    headers = {"Mcp-Session-Id": sid, "Mcp-Protocol-Version": PROTOCOL}
+    status, _, got = post(url, body, bearer, headers)
+    return status, got
+
+
+def tool_result(body: bytes) -> object:
+    """Return the structured result of a JSON tools/call response."""
+    return json.loads(body)["result"]["structuredContent"]
+
+
+@pytest.fixture(scope="module")
+def stranger() -> Issuer:
+    """Someone signing with the provider's kids but their own keys."""
+    return Issuer("idp")
+
+
+def _refused_bearers() -> list[Any]:
+    bearers = [pytest.param(name, id=name) for name in REFUSED]
+    return [*bearers, pytest.param("no-token", id="no-token")]
+
+
+@pytest.mark.parametrize("kind", _refused_bearers())
+def test_a_refused_token_is_401_and_runs_no_tool(
+    server: HttpServer, idp: Issuer, stranger: Issuer, kind: str
+) -> None:
+    bearer = None if kind == "no-token" else REFUSED[kind](idp, stranger)
+    if bearer is not None:
+        ISSUED.append(bearer)
+    before = server.audit_path.read_text(encoding="utf-8")
+    call = rpc("tools/call", {"name": "get_ticket", "arguments": {"ticket_id": "TKT-104"}})
+    for body in (INITIALIZE, call):
+        status, headers, got = post(server.url, body, bearer)
+        assert (status, json.loads(got)) == (
+            401,
+            {"error": "invalid_token", "error_description": "Authentication required"},
+        )
+        assert headers["www-authenticate"] == (
+            'Bearer error="invalid_token", error_description="Authentication required", '
+            f'resource_metadata="{metadata_url(server)}"'
+        )
+    assert server.audit_path.read_text(encoding="utf-8") == before  # no tool ran
+
+
+def test_another_auth_scheme_is_401(server: HttpServer, token: Callable[..., str]) -> None:
+    status, _, _ = post(
+        server.url, INITIALIZE, None, {"Authorization": "Basic " + token("alpha", "u")}
+    )
+    assert status == 401
+
+
+def metadata_url(server: HttpServer) -> str:
+    """Return the server's protected-resource metadata URL (RFC 9728)."""
+    origin = server.url.removesuffix("/mcp")
+    return f"{origin}/.well-known/oauth-protected-resource/mcp"
+
+
+def test_the_protected_resource_metadata_is_served(server: HttpServer) -> None:
+    with urllib.request.urlopen(metadata_url(server), timeout=30) as response:  # noqa: S310
+        assert json.loads(response.read()) == {
+            "resource": server.url,
+            "authorization_servers": [ISSUER_URL],
+            "bearer_methods_supported": ["header"],
+        }
+
+
+ISSUER_URL = "https://idp.example.test/"
+
+BAD_ARGS = {"get_ticket": {"ticket_id": "104"}, "search_tickets": {"limit": 0}}
+GOOD_ARGS = {"get_ticket": {"ticket_id": "TKT-104"}, "search_tickets": {}}
+
+
+@pytest.mark.parametrize(
+    "scope",
+    [
+        pytest.param({"scope": "openid"}, id="other-scope"),
+        pytest.param({"scope": "tickets:readonly"}, id="prefix"),
+        pytest.param({"scope": None, "scp": ["tickets:write"]}, id="scp-without"),
+        pytest.param({"scope": ["tickets:read"]}, id="scope-a-list"),
+    ],
+)
+async def test_without_the_read_scope_every_tool_is_forbidden_after_argument_checks(
+    server: HttpServer, token: Callable[..., str], scope: dict[str, object]
+) -> None:
+    async with connect(server.url, token("alpha", "reader-without-scope", **scope)) as session:
+        for name in ("get_ticket", "search_tickets"):
+            bad = await result(session, name, BAD_ARGS[name])
+            assert bad == {"ok": False, "code": "invalid_arguments"}
+            good = await result(session, name, GOOD_ARGS[name])
+            assert good == {"ok": False, "code": "forbidden"}
+            assert good == execute_tool(name, GOOD_ARGS[name], ALPHA_NO_READ, RECORDS)
+
+
+async def test_the_read_scope_in_scp_reads(server: HttpServer, token: Callable[..., str]) -> None:
+    bearer = token("alpha", "scp-reader", scope=None, scp=["tickets:read"])
+    async with connect(server.url, bearer) as session:
+        got = await result(session, "get_ticket", {"ticket_id": "TKT-104"})
+    assert got == {"ok": True, "ticket": T104}
+
+
+NOT_FOUND_SESSION = {
+    "jsonrpc": "2.0",
+    "id": None,
+    "error": {"code": -32600, "message": "Session not found"},
+}
+
+
+def test_a_session_is_bound_to_the_identity_that_opened_it(
+    server: HttpServer, token: Callable[..., str]
+) -> None:
+    alice, alan, bob = token("alpha", "alice"), token("alpha", "alan"), token("beta", "bob")
+    args = {"ticket_id": "TKT-104"}
+    alpha_session = open_session(server.url, alice)
+    beta_session = open_session(server.url, bob)
+    for bearer, sid in ((bob, alpha_session), (alan, alpha_session), (alice, beta_session)):
+        status, body = call_in_session(server.url, bearer, sid, "get_ticket", args)
+        assert (status, json.loads(body)) == (404, NOT_FOUND_SESSION)
+    # Each owner still reads through its own session, and only its own tickets.
+    status, body = call_in_session(server.url, alice, alpha_session, "get_ticket", args)
+    assert (status, tool_result(body)) == (200, {"ok": True, "ticket": T104})
+    status, body = call_in_session(server.url, bob, beta_session, "get_ticket", args)
+    assert (status, tool_result(body)) == (200, {"ok": True, "ticket": BETA_T104})
+
+
+async def test_meta_arguments_and_headers_naming_another_tenant_change_nothing(
+    server: HttpServer, sessions: dict[str, ClientSession], token: Callable[..., str]
+) -> None:
+    alpha_claims: Any = {"tenant": "alpha", "can_read_tickets": True, "sub": "alice"}
+    beta, no_read = sessions["beta"], sessions["alpha-no-read"]
+    args = {"ticket_id": "TKT-104"}
+    assert await result(beta, "get_ticket", args, meta=alpha_claims) == {
+        "ok": True,
+        "ticket": BETA_T104,
+    }
+    assert await result(no_read, "search_tickets", {}, meta=alpha_claims) == {
+        "ok": False,
+        "code": "forbidden",
+    }
+    for extra in ({"tenant": "alpha"}, {"context": {"tenant": "alpha"}}):
+        got = await result(beta, "get_ticket", {**args, **extra})
+        assert got == {"ok": False, "code": "invalid_arguments"}
+    bob = token("beta", "bob")
+    sid = open_session(server.url, bob)
+    body = rpc("tools/call", {"name": "get_ticket", "arguments": args, "_meta": alpha_claims})
+    headers = {
+        "Mcp-Session-Id": sid,
+        "Mcp-Protocol-Version": PROTOCOL,
+        "X-Tenant": "alpha",
+        "X-Forwarded-User": "alice",
+    }
+    status, _, answer = post(server.url, body, bob, headers)
+    assert (status, tool_result(answer)) == (200, {"ok": True, "ticket": BETA_T104})
+
+
+def _generated_calls(seed: int) -> list[tuple[str, dict[str, object]]]:
+    """Return CALLS_PER_CLIENT varied calls, valid and not, the same for a seed every run."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not a secret
+    ids = [f"TKT-{n}" for n in range(100, 117)]
+    calls: list[tuple[str, dict[str, object]]] = []
+    for _ in range(CALLS_PER_CLIENT):
+        if rng.random() < 0.4:
+            calls.append(("get_ticket", {"ticket_id": rng.choice([*ids, "tkt-104", "TKT-1"])}))
+            continue
+        args: dict[str, object] = {}
+        for name, values in (
+            ("status", ["open", "closed", "pending"]),
+            ("query", ["login", "SETTINGS", "refund", "", "sso"]),
+            ("limit", [1, 2, 5, 10, 11]),
+            ("cursor", [*ids, "x"]),
+        ):
+            if rng.random() < 0.4:
+                args[name] = rng.choice(values)
+        calls.append(("search_tickets", args))
+    return calls
+
+
+async def test_concurrent_clients_get_exactly_what_execute_tool_gives(
+    server: HttpServer, token: Callable[..., str]
+) -> None:
+    mismatches: list[object] = []
+    foreign: list[object] = []
+    answered = 0
+    own = {"alpha": ALPHA_TICKETS, "beta": BETA_TICKETS}
+
+    async def client(number: int) -> None:
+        nonlocal answered
+        tenant = "alpha" if number % 2 == 0 else "beta"
+        context = ALPHA if tenant == "alpha" else BETA
+        async with connect(server.url, token(tenant, f"load-{number}")) as session:
+            for name, args in _generated_calls(number):
+                got = await result(session, name, args)
+                answered += 1
+                if got != execute_tool(name, args, context, RECORDS):
+                    mismatches.append((number, name, args, got))
+                tickets = got.get("tickets", [got["ticket"]] if "ticket" in got else [])
+                foreign.extend(t for t in tickets if t not in own[tenant])
+
+    async with anyio.create_task_group() as group:
+        for number in range(CLIENTS):
+            group.start_soon(client, number)
+    assert (answered, mismatches, foreign) == (CLIENTS * CALLS_PER_CLIENT, [], [])
+
+
+async def test_stateless_replicas_on_one_db_continue_each_others_pages(
+    folder: Path, database: Path, token: Callable[..., str]
+) -> None:
+    jwks = str(folder / "jwks.json")
+    stateless = ("--stateless", "--db", str(database))
+    first = HttpServer(folder / "replica-1", jwks, *stateless)
+    second = HttpServer(folder / "replica-2", jwks, *stateless)
+    try:
+        bearer = token("alpha", "walker")
+        async with connect(first.url, bearer) as one, connect(second.url, bearer) as two:
+            alternating: list[dict[str, Any]] = []
+            single: list[dict[str, Any]] = []
+            for walk, replicas in ((alternating, (one, two)), (single, (one, one))):
+                args: dict[str, object] = {"limit": 2}
+                for page in range(10):
+                    got = await result(replicas[page % 2], "search_tickets", args)
+                    walk.append(got)
+                    if got["next_cursor"] is None:
+                        break
+                    args = {"limit": 2, "cursor": got["next_cursor"]}
+        assert alternating == single
+        assert [ticket for page in alternating for ticket in page["tickets"]] == ALPHA_TICKETS
+        assert [page["next_cursor"] for page in alternating] == [
+            "TKT-102",
+            "TKT-107",
+            "TKT-112",
+            None,
+        ]
+        status, headers, _ = post(second.url, INITIALIZE, bearer)
+        assert (status, "mcp-session-id" in headers) == (200, False)  # no session to pin
+    finally:
+        assert first.stop() == 0
+        assert second.stop() == 0
+
+
+async def test_a_store_error_is_an_internal_error_and_the_server_keeps_serving(
+    folder: Path, database: Path, token: Callable[..., str]
+) -> None:
+    copy = folder / "failing.db"
+    shutil.copy(database, copy)
+    jwks = str(folder / "jwks.json")
+    server = HttpServer(folder / "failing", jwks, "--db", str(copy), audit_to_stderr=True)
+    try:
+        async with connect(server.url, token("alpha", "ops")) as session:
+            args = {"ticket_id": "TKT-104"}
+            assert await result(session, "get_ticket", args) == {"ok": True, "ticket": T104}
+            with sqlite3.connect(copy) as writer:
+                writer.execute("ALTER TABLE tickets RENAME TO moved")
+            with pytest.raises(MCPError) as failed:
+                await session.call_tool("get_ticket", args)
+            assert (failed.value.error.code, failed.value.error.message) == (
+                types.INTERNAL_ERROR,
+                "Internal error",
+            )
+            with sqlite3.connect(copy) as writer:
+                writer.execute("ALTER TABLE moved RENAME TO tickets")
+            assert await result(session, "get_ticket", args) == {"ok": True, "ticket": T104}
+        codes = [line["code"] for line in server.audit_lines()]
+        assert codes == ["ok", "internal_error", "ok"]
+        # The fault is logged for the operator, without the query or its arguments.
+        assert "ticket-tools: ERROR tool call failed inside the handler" in server.stderr()
+        assert "TKT-104" not in server.stderr()
+    finally:
+        assert server.stop() == 0
+
+
+MALFORMED = [
+    pytest.param(b"not json", -32700, id="not-json"),
+    pytest.param(b"\xff\xfe", -32700, id="not-utf8"),
+    pytest.param(b"[]", -32602, id="empty-batch"),
+    pytest.param(b"{}", -32602, id="empty-object"),
+    pytest.param(b'{"jsonrpc": "2.0"}', -32602, id="no-method"),
+    pytest.param(b'{"jsonrpc": "1.0", "id": 1, "method": "initialize"}', -32602, id="version"),
+    pytest.param(
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"x"}', -32602, id="params"
+    ),
+    pytest.param(b"[" * 100_000, -32700, id="deep"),
+]
+
+
+@pytest.mark.parametrize(("body", "code"), MALFORMED)
+def test_a_malformed_body_gets_a_json_rpc_error(
+    server: HttpServer, token: Callable[..., str], body: bytes, code: int
+) -> None:
+    status, _, got = post(server.url, body, token("alpha", "fuzzer"))
+    answer = json.loads(got)
+    assert (status, answer["jsonrpc"], answer["id"], answer["error"]["code"]) == (
+        400,
+        "2.0",
+        None,
+        code,
+    )
+    assert b"Traceback" not in got
+    # And the server still answers.
+    assert post(server.url, INITIALIZE, token("alpha", "fuzzer"))[0] == 200
+
+
+def test_a_malformed_call_in_a_session_gets_a_json_rpc_error(
+    server: HttpServer, token: Callable[..., str]
+) -> None:
+    bearer = token("alpha", "fuzzer")
+    sid = open_session(server.url, bearer)
+    body = rpc("tools/call", {"arguments": {}})  # no tool name
+    status, _, got = post(server.url, body, bearer, {"Mcp-Session-Id": sid})
+    assert (status, json.loads(got)["error"]["code"]) == (200, -32602)
+
+
+def test_a_body_over_the_limit_is_413(server: HttpServer, token: Callable[..., str]) -> None:
+    # Only the headers are sent: the server must answer from Content-Length alone.
+    port = int(server.url.split(":")[2].split("/")[0])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as connection:
+        head = (
+            "POST /mcp HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{port}\r\n"
+            f"Authorization: Bearer {token('alpha', 'big')}\r\n"
+            "Content-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+            "Content-Length: 10000000\r\n\r\n"
+        )
+        connection.sendall(head.encode())
+        status_line = connection.recv(4096).split(b"\r\n")[0]
+    assert status_line == b"HTTP/1.1 413 Request Entity Too Large"
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        pytest.param({"Host": "evil.example"}, 421, id="other-host"),
+        pytest.param({"Host": "localhost"}, 421, id="localhost-not-bound"),
+        pytest.param({"Host": ALLOWED_HOST}, 200, id="allowed-host"),
+        pytest.param({"Origin": "http://evil.example"}, 403, id="other-origin"),
+        pytest.param({"Host": ALLOWED_HOST, "Origin": f"https://{ALLOWED_HOST}"}, 200, id="ok"),
+    ],
+)
+def test_dns_rebinding_protection(
+    server: HttpServer, token: Callable[..., str], headers: dict[str, str], status: int
+) -> None:
+    assert post(server.url, INITIALIZE, token("alpha", "browser"), headers)[0] == status
+
+
+AUDIT_FIELDS = ["time", "tenant", "subject", "tool", "code", "latency_ms", "request_id"]
+CANARY = "canary-query-5521"
+
+
+async def test_the_audit_log_has_one_line_per_call_and_no_secrets(
+    server: HttpServer, token: Callable[..., str]
+) -> None:
+    async with connect(server.url, token("alpha", "auditor")) as session:
+        await result(session, "get_ticket", {"ticket_id": "TKT-104"})
+        await result(session, "search_tickets", {"query": CANARY, "status": "open"})
+        await result(session, "search_tickets", {"limit": 11, "cursor": "TKT-101"})
+        await result(session, "list_tickets", {"query": CANARY})
+        await result(session, "get_ticket", {"ticket_id": "TKT-999"})
+    async with connect(server.url, token("beta", "auditor-b", scope="")) as session:
+        await result(session, "search_tickets", {"query": CANARY})
+    lines = [line for line in server.audit_lines() if line["subject"] in ("auditor", "auditor-b")]
+    assert [list(line) for line in lines] == [AUDIT_FIELDS] * 6
+    assert [(line["tenant"], line["subject"], line["tool"], line["code"]) for line in lines] == [
+        ("alpha", "auditor", "get_ticket", "ok"),
+        ("alpha", "auditor", "search_tickets", "ok"),
+        ("alpha", "auditor", "search_tickets", "invalid_arguments"),
+        ("alpha", "auditor", None, "unknown_tool"),
+        ("alpha", "auditor", "get_ticket", "not_found"),
+        ("beta", "auditor-b", "search_tickets", "forbidden"),
+    ]
+    ids = [line["request_id"] for line in lines[:5]]
+    assert ids == sorted(set(ids))
+    assert all(type(i) is int for i in ids)
+    for line in lines:
+        assert re.fullmatch(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}\+00:00", line["time"])
+        assert type(line["latency_ms"]) is float
+        assert line["latency_ms"] >= 0
+
+
+async def test_the_logs_hold_no_token_argument_value_or_title(
+    server: HttpServer, token: Callable[..., str]
+) -> None:
+    # Tests run in file order: the logs now hold every call above; these make sure of some.
+    async with connect(server.url, token("alpha", "scanner")) as session:
+        await result(session, "search_tickets", {"query": CANARY})
+        await result(session, "get_ticket", {"ticket_id": "TKT-110"})
+    logs = server.audit_path.read_text(encoding="utf-8") + server.stderr()
+    secrets = [*ISSUED, CANARY, "TKT-", "list_tickets", *TITLES]
+    assert [secret for secret in secrets if secret and secret in logs] == []
+    assert '"subject": "scanner"' in logs
+
+
+async def test_a_jwks_url_is_fetched_over_https_and_reloaded_for_a_new_kid(
+    folder: Path, idp: Issuer
+) -> None:
+    jwks = JwksHttpsServer(folder / "tls", idp.jwks())
+    cert = {"SSL_CERT_FILE": str(jwks.cert_path)}
+    server = HttpServer(folder / "remote", jwks.url, env=cert)
+    try:
+        rotated = Issuer("rotated")
+        async with connect(server.url, idp.sign(claims("alpha", "before"))) as session:
+            got = await result(session, "get_ticket", {"ticket_id": "TKT-104"})
+            assert got == {"ok": True, "ticket": T104}
+        assert jwks.hits == 1
+        jwks.document = {"keys": idp.jwks()["keys"] + rotated.jwks()["keys"]}
+        async with connect(server.url, rotated.sign(claims("beta", "after"))) as session:
+            got = await result(session, "get_ticket", {"ticket_id": "TKT-104"})
+            assert got == {"ok": True, "ticket": BETA_T104}
+        assert jwks.hits == 2
+        # Made-up kids right after a reload fetch nothing more.
+        for n in range(5):
+            stray = Issuer(f"stray-{n}").sign(claims("alpha", "x"), alg="EdDSA")
+            assert post(server.url, INITIALIZE, stray)[0] == 401
+        assert jwks.hits == 2
+    finally:
+        assert server.stop() == 0
+        jwks.close()
