@@ -303,7 +303,8 @@ class Run:
         phase.figures["killed_at_s"] = round(killed_at - phase.started, 1)
         await phase.ended.wait()
         moved = [client for client in phase.clients if client.switches]
-        first, slowest = first_pages_ms(moved, killed_at)
+        # Clients without the read scope never get a page: they cannot show a recovery.
+        first, slowest = first_pages_ms([c for c in moved if c.can_read], killed_at)
         phase.figures |= {
             "clients_moved": len(moved),
             "failed_calls": sum(
@@ -325,7 +326,7 @@ class Run:
         await anyio.to_thread.run_sync(cluster.start)
         back = time.monotonic()
         await phase.ended.wait()
-        first, slowest = first_pages_ms(phase.clients, back)
+        first, slowest = first_pages_ms([c for c in phase.clients if c.can_read], back)
         phase.figures |= {
             "stop_at_s": round(stopping - phase.started, 1),
             "down_s": round(back - stopping, 1),
