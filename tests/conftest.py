@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
+from postgres_cluster import ThrowawayCluster, find_binaries
 from ticket_tools import Records, TicketStore
+from ticket_tools.postgres_store import PostgresStore, import_records, postgres_rows
 from ticket_tools.sqlite_store import SQLiteStore
 
 settings.register_profile("default", max_examples=200, deadline=None)
@@ -40,7 +44,119 @@ STORE_FACTORIES: dict[str, StoreFactory] = {
 }
 
 
-@pytest.fixture(params=sorted(STORE_FACTORIES), scope="session")
+# The same records in a PostgreSQL table, read as the reader role (see `postgres_factory`).
+STORE_KINDS = sorted([*STORE_FACTORIES, "postgres"])
+
+
+@pytest.fixture(params=STORE_KINDS, scope="session")
 def make_store(request: pytest.FixtureRequest) -> StoreFactory:
     """Turn a records dict into each kind of store the contract suites must hold for."""
+    if request.param == "postgres":
+        factory: StoreFactory = request.getfixturevalue("postgres_factory")
+        return factory
     return STORE_FACTORIES[request.param]
+
+
+# --- PostgreSQL: one throwaway cluster and one database per session ---
+
+OWNER = "ticket_owner"
+READER = "ticket_reader"
+DATABASE = "tickets"
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[ThrowawayCluster]:
+    """Start a throwaway cluster (unix socket only, fsync off); stop and remove it at the end."""
+    binaries = find_binaries()
+    if binaries is None:
+        reason = "PostgreSQL server binaries (initdb, pg_ctl) are not installed"
+        # A green CI must mean the PostgreSQL tests ran.
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; under CI=true the PostgreSQL tests may not skip")
+        pytest.skip(reason)
+    cluster = ThrowawayCluster(binaries)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.destroy()
+
+
+@dataclass(frozen=True)
+class PostgresDatabase:
+    """The session's ticket database: its cluster and the DSN of each role."""
+
+    cluster: ThrowawayCluster
+    superuser: str
+    owner: str
+    reader: str
+
+
+@pytest.fixture(scope="session")
+def postgres_database(postgres_cluster: ThrowawayCluster) -> PostgresDatabase:
+    """Create the owner and reader roles and a tickets table (empty) as docs/postgres.md does."""
+    superuser = postgres_cluster.dsn()
+    with psycopg.connect(superuser, autocommit=True) as connection:
+        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
+        connection.execute(f"CREATE ROLE {READER} LOGIN")
+        connection.execute(f"CREATE DATABASE {DATABASE} OWNER {OWNER}")
+    owner = postgres_cluster.dsn(OWNER, DATABASE)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, {}, grant_to=READER)
+    return PostgresDatabase(
+        postgres_cluster,
+        postgres_cluster.dsn(dbname=DATABASE),
+        owner,
+        postgres_cluster.dsn(READER, DATABASE),
+    )
+
+
+@pytest.fixture(scope="session")
+def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFactory]:
+    """Reimport the table as the owner for each records set; read it through one reader store.
+
+    The same store object is returned each time: a store made earlier sees the later
+    records, which no contract test notices (each finishes with a store before making
+    the next). Importing the same records again is skipped.
+    """
+    store = PostgresStore.open(postgres_database.reader)
+    owner: list[psycopg.Connection] = []
+    imported: list[object] = [None]
+
+    def reimport(records: Records) -> None:
+        if not owner or owner[0].closed:
+            owner[:] = [psycopg.connect(postgres_database.owner)]
+        with owner[0].transaction():
+            owner[0].execute("TRUNCATE tickets")
+            import_records(owner[0], records)
+
+    def make(records: Records) -> TicketStore:
+        rows = postgres_rows(records)
+        if rows != imported[0]:
+            try:
+                reimport(records)
+            except psycopg.OperationalError:
+                # A fault test restarted the cluster since the last import: reconnect once.
+                reimport(records)
+            imported[0] = rows
+        return store
+
+    try:
+        yield make
+    finally:
+        store.close()
+        for connection in owner:
+            connection.close()
+
+
+@pytest.fixture
+def scratch(postgres_database: PostgresDatabase) -> Iterator[str]:
+    """A new empty database owned by the owner role, dropped afterwards; yields its name."""
+    name = "scratch"
+    with psycopg.connect(postgres_database.superuser, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name} OWNER {OWNER}")
+    try:
+        yield name
+    finally:
+        with psycopg.connect(postgres_database.superuser, autocommit=True) as connection:
+            connection.execute(f"DROP DATABASE {name} WITH (FORCE)")

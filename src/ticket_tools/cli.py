@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import ModuleType
 
 from ticket_tools.acceptance import run_acceptance
 from ticket_tools.execute import execute_tool
@@ -20,6 +22,8 @@ from ticket_tools.store import Records, StoreError, TicketStore
 
 # Below this many tickets an import is too quick for a progress bar to help.
 PROGRESS_MIN_TICKETS = 50_000
+# Where --postgres is read from when not given, so a password need not be on a command line.
+POSTGRES_ENV = "TICKET_TOOLS_POSTGRES"
 
 
 class CommandError(Exception):
@@ -85,11 +89,22 @@ def _parser() -> argparse.ArgumentParser:
     serve.set_defaults(run=_run_serve)
 
     load = commands.add_parser(
-        "import", help="copy a records JSON file into a new SQLite ticket database"
+        "import",
+        help="copy a records JSON file into a new SQLite database or an empty PostgreSQL table",
     )
     load.add_argument("records", type=Path, help='a JSON object of "tenant:TKT-123" -> ticket')
+    target = load.add_mutually_exclusive_group()
+    target.add_argument("--db", type=Path, metavar="FILE", help="the database file to create")
+    target.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help=f"a PostgreSQL database to fill, connecting as the table's owner "
+        f"(default: ${POSTGRES_ENV})",
+    )
     load.add_argument(
-        "--db", type=Path, required=True, metavar="FILE", help="the database file to create"
+        "--grant-to",
+        metavar="ROLE",
+        help="with --postgres: the reader role to give SELECT on the tickets table",
     )
     load.set_defaults(run=_run_import)
     return parser
@@ -109,14 +124,41 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="an SQLite ticket database made by `ticket-tools import`, opened read-only",
     )
+    source.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help="a PostgreSQL ticket database, connecting as the reader role "
+        f"(default: ${POSTGRES_ENV}, unless --records or --db is given)",
+    )
 
 
 def _open_store(options: argparse.Namespace) -> Records | TicketStore:
     if options.db is not None:
         return SQLiteStore.open(options.db)
-    if options.records is None:
+    if options.records is not None:
+        return _load_records(options.records)
+    dsn = _postgres_dsn(options)
+    if dsn is None:
         return fixture_records()
-    return _load_records(options.records)
+    store: TicketStore = _postgres_store().PostgresStore.open(dsn)
+    return store
+
+
+def _postgres_dsn(options: argparse.Namespace) -> str | None:
+    dsn: str | None = options.postgres or os.environ.get(POSTGRES_ENV) or None
+    return dsn
+
+
+def _postgres_store() -> ModuleType:
+    # Imported here: psycopg is an optional extra, and the core never needs it.
+    if (
+        importlib.util.find_spec("psycopg") is None
+        or importlib.util.find_spec("psycopg_pool") is None
+    ):
+        raise CommandError("--postgres needs psycopg: pip install 'ticket-tools[postgres]'")
+    from ticket_tools import postgres_store  # noqa: PLC0415
+
+    return postgres_store
 
 
 def _run_acceptance(options: argparse.Namespace) -> int:
@@ -280,23 +322,59 @@ def _run_serve_http(options: argparse.Namespace) -> int:
 
 
 def _run_import(options: argparse.Namespace) -> int:
+    dsn = None if options.db is not None else _postgres_dsn(options)
+    if dsn is None and options.db is None:
+        raise CommandError(f"import needs --db FILE or --postgres DSN (or ${POSTGRES_ENV})")
+    if dsn is None and options.grant_to is not None:
+        raise CommandError("--grant-to applies to --postgres only")
+    write = _sqlite_importer(options.db) if dsn is None else _postgres_importer(dsn, options)
     records = _load_records(options.records)
     bar = None
     if sys.stderr.isatty() and len(records) >= PROGRESS_MIN_TICKETS:
         bar = ProgressBar(sys.stderr, "importing")
     try:
-        count = write_database(options.db, records, on_progress=None if bar is None else bar.update)
+        count, target = write(records, None if bar is None else bar.update)
     except RecordsError as error:
         raise CommandError(f"{options.records}: {error}") from None
-    except FileExistsError:
-        raise CommandError(f"{options.db} already exists; import only creates new files") from None
-    except OSError as error:
-        raise CommandError(f"cannot write {options.db}: {type(error).__name__}") from None
     finally:
         if bar is not None:
             bar.finish()
-    print(f"imported {count} tickets into {options.db}")
+    print(f"imported {count} tickets into {target}")
     return 0
+
+
+Importer = Callable[[Records, Callable[[int, int], None] | None], tuple[int, str]]
+"""Write records somewhere; return the ticket count and where they went."""
+
+
+def _sqlite_importer(path: Path) -> Importer:
+    def write(records: Records, progress: Callable[[int, int], None] | None) -> tuple[int, str]:
+        try:
+            return write_database(path, records, on_progress=progress), str(path)
+        except FileExistsError:
+            raise CommandError(f"{path} already exists; import only creates new files") from None
+        except OSError as error:
+            raise CommandError(f"cannot write {path}: {type(error).__name__}") from None
+
+    return write
+
+
+def _postgres_importer(dsn: str, options: argparse.Namespace) -> Importer:
+    postgres = _postgres_store()  # before reading a large file: the extra may be missing
+    target: str = postgres.describe(dsn)
+
+    def write(records: Records, progress: Callable[[int, int], None] | None) -> tuple[int, str]:
+        try:
+            count: int = postgres.import_dsn(
+                dsn, records, grant_to=options.grant_to, on_progress=progress
+            )
+        except postgres.TableNotEmptyError:
+            raise CommandError(
+                f"{target} already holds tickets; import only fills an empty table"
+            ) from None
+        return count, target
+
+    return write
 
 
 def _parse_json(text: str, what: str) -> object:

@@ -15,9 +15,10 @@ Records = Mapping[str, Mapping[str, object]]
 """The contract's store: "tenant:TKT-123" -> stored ticket (internal fields allowed)."""
 
 
-StoreFailure = Literal["missing", "locked", "schema", "unavailable"]
+StoreFailure = Literal["missing", "locked", "schema", "unavailable", "privileged"]
 """Why a store cannot answer: no such database, another process holds a lock, the
-file is not a ticket database of this schema version, or any other I/O failure."""
+file is not a ticket database of this schema version, any other I/O failure, or a
+database connection whose role could bypass row-level security (refused)."""
 
 
 class StoreError(Exception):
