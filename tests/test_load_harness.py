@@ -424,6 +424,11 @@ def test_first_pages_after_a_moment() -> None:
     assert slowest is None
     assert report.first_pages_ms(clients[:1], 100.0) == pytest.approx((10.0, 10.0))
     assert report.first_pages_ms(clients, 500.0) == (None, None)
+    refused = Observation(result={"ok": False, "code": "forbidden"}, is_error=True, text="x")
+    ok = Observation(result={"ok": True, "ticket": OTHER}, text="x")
+    mixed = _client(2, 5, [(GET, refused, 0.5), (GET, ok, 0.5)])  # ends 100.5 and 101.5
+    assert report.first_pages_ms([mixed], 100.0) == pytest.approx((1500.0, 1500.0))
+    assert report.first_pages_ms([mixed], 100.0, any_answer=True) == pytest.approx((500.0, 500.0))
 
 
 def test_rss_growth_from_the_sample_nearest_the_baseline() -> None:

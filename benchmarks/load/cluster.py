@@ -33,6 +33,8 @@ class Cluster:
         self.socket = self.root / "socket"
         self.log = self.root / "server.log"
         self.pid: int | None = None
+        self._retired_cpu = 0.0
+        """CPU seconds of the server processes before its last stop."""
 
     def create(self) -> None:
         """Make the folder and run initdb (trust authentication, on the socket only)."""
@@ -67,6 +69,7 @@ class Cluster:
 
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (fast: end sessions, then shut down cleanly) and wait."""
+        self._retired_cpu = self.cpu_seconds()
         self._server_command(
             "pg_ctl", "-D", str(self.data), "-m", mode, "-w",
             "-t", str(PG_CTL_TIMEOUT_SECONDS), "stop",
@@ -95,10 +98,13 @@ class Cluster:
         return f"host={self.socket} port={PORT} dbname={database} user={user}"
 
     def cpu_seconds(self) -> float:
-        """Return the CPU seconds of the server and its live backends."""
+        """Return the CPU seconds of the server and its live backends, over restarts.
+
+        A backend's CPU counts while it lives: the replicas' pooled connections live long.
+        """
         if self.pid is None:
-            return 0.0
-        return sum(cpu_seconds(pid) for pid in [self.pid, *children(self.pid)])
+            return self._retired_cpu
+        return self._retired_cpu + sum(cpu_seconds(pid) for pid in [self.pid, *children(self.pid)])
 
     def _server_command(self, program: str, *args: str) -> None:
         command = [str(PG_BIN / program), *args]

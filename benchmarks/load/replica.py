@@ -27,6 +27,8 @@ class Replica:
         self._store_args = tuple(store_args)
         self._generation = 0
         self.process: subprocess.Popen[bytes] | None = None
+        self._retired_cpu = 0.0
+        """CPU seconds of this replica's earlier (killed) processes."""
         self.url = ""
         self.log = supervisor.folder / f"replica-{number}.log"
 
@@ -60,6 +62,7 @@ class Replica:
     def kill(self) -> None:
         """Kill the replica at once (SIGKILL): the fault a crashed host causes."""
         if self.process is not None:
+            self._retired_cpu += cpu_seconds(self.process.pid)
             self._supervisor.stop(self.process, kill=True)
 
     def running(self) -> bool:
@@ -67,8 +70,10 @@ class Replica:
         return self.process is not None and self.process.poll() is None
 
     def cpu_seconds(self) -> float:
-        """Return the CPU seconds the current process has used."""
-        return 0.0 if self.process is None else cpu_seconds(self.process.pid)
+        """Return the CPU seconds all this replica's processes have used (a running total)."""
+        if self.process is None or not self.running():
+            return self._retired_cpu
+        return self._retired_cpu + cpu_seconds(self.process.pid)
 
     def rss_kib(self) -> int | None:
         """Return the current process's resident set size in KiB."""

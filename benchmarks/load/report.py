@@ -122,11 +122,14 @@ class _Walks:
         return WalkTotals(**self.counts)
 
 
-def first_pages_ms(clients: Sequence[Client], since: float) -> tuple[float | None, float | None]:
+def first_pages_ms(
+    clients: Sequence[Client], since: float, *, any_answer: bool = False
+) -> tuple[float | None, float | None]:
     """Return the ms from `since` to the first page or ticket served, and to the slowest client's.
 
-    A success is a call that ended after `since` with an "ok": true result. The second
-    figure is None when some client never got one.
+    A success is a call that ended after `since` with an "ok": true result (with
+    `any_answer`, any tool result at all). The second figure is None when some client
+    never got one.
     """
     firsts: list[float] = []
     for client in clients:
@@ -135,7 +138,7 @@ def first_pages_ms(clients: Sequence[Client], since: float) -> tuple[float | Non
             for record in client.records
             if record.ended >= since
             and record.seen.result is not None
-            and record.seen.result.get("ok") is True
+            and (any_answer or record.seen.result.get("ok") is True)
         ]
         if ended:
             firsts.append(min(ended))
