@@ -6,19 +6,24 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import astuple
 from pathlib import Path
 
+import anyio
 import pytest
 from load import checker, report, run, stats, supervise
+from load import client as client_module
 from load.checker import Observation, Tally, Verdict, WalkCheck, check, check_walk, oracle_walk
-from load.client import CallRecord, Client, _leaf
+from load.client import CallRecord, Client, _leaf, run_client
 from load.records import owner_of, tenant_records, ticket, write_records
 from load.workload import Call, ClientPlan, Walk
 
+from http_support import HttpServer, Issuer, claims
 from ticket_tools import Records, execute_tool, run_tool
 
 T5 = {"tenant": "t005", "can_read_tickets": True}
@@ -538,13 +543,13 @@ def test_the_default_run_fits_in_ten_minutes() -> None:
     options = run._parser().parse_args([])
     assert (options.soak_seconds, options.clients, options.store) == (
         120.0,
-        (8, 32, 64),
+        (1, 8, 32, 64),
         "postgres",
     )
-    assert run.default_budget(options) <= 600
+    assert run.default_budget(options) + supervise.HARD_GRACE_SECONDS <= 600
     longer = run._parser().parse_args(["--soak-seconds", "600", "--clients", "4,8"])
     assert longer.clients == (4, 8)
-    assert run.default_budget(longer) == run.default_budget(options) + 480 - 20 - 15
+    assert run.default_budget(longer) == run.default_budget(options) + 480 - 2 * (20 + 10)
 
 
 def test_leaf_names_the_innermost_first_exception() -> None:
@@ -565,6 +570,8 @@ def test_proc_figures_of_this_process_and_of_a_gone_one() -> None:
     assert supervise.cpu_seconds(gone) == 0.0
     assert supervise.rss_kib(gone) is None
     assert supervise.cpu_seconds(os.getpid()) > 0
+    assert supervise.cpu_seconds(os.getpid(), reaped=True) >= supervise.cpu_seconds(os.getpid())
+    assert supervise.cpu_seconds(gone, reaped=True) == 0.0
     rss = supervise.rss_kib(os.getpid())
     assert rss is not None
     assert rss > 1024
@@ -654,3 +661,65 @@ def test_a_signal_stops_the_run_and_leaves_nothing_behind(number: signal.Signals
     harness.stdout.close()
     assert not supervise.alive(int(pid))
     assert not Path(folder).exists()
+
+
+# --- the client, against two real `serve --http --stateless` replicas ------------------------
+
+
+@pytest.fixture(scope="module")
+def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Issuer, list[str]]]:
+    """Two stateless servers on one records file of 3 tenants x 40 generated tickets."""
+    folder = tmp_path_factory.mktemp("load-replicas")
+    idp = Issuer()
+    jwks = folder / "jwks.json"
+    jwks.write_text(json.dumps(idp.jwks()))
+    records = folder / "records.json"
+    with records.open("w", encoding="utf-8") as out:
+        write_records(out, 3, 40)
+    servers = [
+        HttpServer(folder / f"replica-{n}", str(jwks), "--stateless", "--records", str(records))
+        for n in (0, 1)
+    ]
+    yield idp, [server.url for server in servers]
+    for server in servers:
+        server.stop()
+
+
+def _closed_port_url() -> str:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        port = listener.getsockname()[1]
+    return f"http://127.0.0.1:{port}/mcp"
+
+
+def test_a_client_moves_to_the_live_replica_and_its_walks_go_on(
+    replicas: tuple[Issuer, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    idp, (first, second) = replicas
+    token = idp.sign(claims("t001", "agent-1"))
+    agent = Client(1, 1, True, token, ClientPlan(11, 1), replica=0)
+    deadline = time.monotonic() + 120  # a bound only: the call counts end each run
+    monkeypatch.setattr(client_module, "MAX_CALLS", 20)
+    anyio.run(run_client, agent, [first, second], deadline)
+    assert (len(agent.records), agent.switches, agent.connect_failures) == (20, 0, 0)
+    # The first replica is gone: the client cannot connect, moves on, and goes on walking.
+    monkeypatch.setattr(client_module, "MAX_CALLS", 60)
+    anyio.run(run_client, agent, [_closed_port_url(), second], deadline)
+    assert (len(agent.records), agent.switches, agent.connect_failures) == (60, 1, 1)
+    assert [record.replica for record in agent.records] == [0] * 20 + [1] * 40
+    result = report.check_phase("moved", [agent], 1.0, 40)
+    assert (result.wrong, result.cross_tenant, result.errors) == (0, 0, {})
+    assert result.walks.crossed == 1
+    assert (result.walks.skipped, result.walks.repeated, result.walks.out_of_order) == (0, 0, 0)
+
+
+def test_a_token_without_the_read_scope_is_forbidden_and_checked_so(
+    replicas: tuple[Issuer, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    idp, urls = replicas
+    token = idp.sign(claims("t002", "agent-2", scope="openid"))
+    agent = Client(2, 2, False, token, ClientPlan(12, 2), replica=1)
+    monkeypatch.setattr(client_module, "MAX_CALLS", 30)
+    anyio.run(run_client, agent, urls, time.monotonic() + 120)
+    result = report.check_phase("no-scope", [agent], 1.0, 40)
+    assert (result.calls, result.wrong, result.cross_tenant, result.errors) == (30, 0, 0, {})
+    assert result.codes == {"forbidden": 27, "invalid_arguments": 3}

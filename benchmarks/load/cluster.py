@@ -98,13 +98,15 @@ class Cluster:
         return f"host={self.socket} port={PORT} dbname={database} user={user}"
 
     def cpu_seconds(self) -> float:
-        """Return the CPU seconds of the server and its live backends, over restarts.
+        """Return the CPU seconds of the server and all its backends so far, over restarts.
 
-        A backend's CPU counts while it lives: the replicas' pooled connections live long.
+        The postmaster waits for every backend that exits, so its reaped-children time
+        holds the ended ones; the live ones are read one by one.
         """
         if self.pid is None:
             return self._retired_cpu
-        return self._retired_cpu + sum(cpu_seconds(pid) for pid in [self.pid, *children(self.pid)])
+        live = sum(cpu_seconds(pid) for pid in children(self.pid))
+        return self._retired_cpu + cpu_seconds(self.pid, reaped=True) + live
 
     def _server_command(self, program: str, *args: str) -> None:
         command = [str(PG_BIN / program), *args]

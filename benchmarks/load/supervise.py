@@ -182,13 +182,20 @@ def alive(pid: int) -> bool:
     return fields is not None and fields[0] != "Z"
 
 
-def cpu_seconds(pid: int) -> float:
-    """Return the user+system CPU seconds `pid` has used (0.0 if it is gone)."""
+def cpu_seconds(pid: int, *, reaped: bool = False) -> float:
+    """Return the user+system CPU seconds `pid` has used (0.0 if it is gone).
+
+    With `reaped`, add those of its children that have exited and been waited for (a
+    server's finished workers).
+    """
     fields = _stat_fields(pid)
     if fields is None:
         return 0.0
-    # After the name: state(0) ppid(1) ... utime(11) stime(12), in clock ticks.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    # After the name: state(0) ppid(1) ... utime(11) stime(12) cutime(13) cstime(14), in ticks.
+    ticks = int(fields[11]) + int(fields[12])
+    if reaped:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / CLK_TCK
 
 
 def rss_kib(pid: int) -> int | None:
