@@ -630,6 +630,27 @@ def test_the_budget_interrupts_the_block() -> None:
         wait_in_the_block()
 
 
+def test_inside_async_work_the_budget_calls_the_hook_and_check_raises_after() -> None:
+    called: list[str] = []
+    supervisor = supervise.Supervisor(1.0)
+
+    def run_until_stopped() -> None:
+        with supervisor:
+            supervisor.check()  # nothing asked yet
+            supervisor.interrupt_with(lambda: called.append("cancel"))
+            for _ in range(100):
+                if called:
+                    break
+                time.sleep(0.1)
+            supervisor.interrupt_with(None)
+            supervisor.check()
+
+    with pytest.raises(supervise.Interrupted, match="the time budget of 1 s ran out"):
+        run_until_stopped()
+    assert called == ["cancel"]
+    assert supervisor.stop_reason == "the time budget of 1 s ran out"
+
+
 SIGNALLED_RUN = """
 import sys, time
 from load.supervise import Supervisor, Interrupted

@@ -12,12 +12,14 @@ replica's RSS sampled. Each phase's calls are checked after it ends, outside its
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime
 import os
 import random
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,7 +42,7 @@ from load.report import (
     rss_growth,
     write_report,
 )
-from load.supervise import Interrupted, Supervisor, machine_cpu
+from load.supervise import Supervisor, machine_cpu
 from load.tokens import Issuer
 from load.workload import ClientPlan
 
@@ -51,6 +53,7 @@ SOAK_CLIENTS = 32
 DEFAULT_PHASE_SECONDS = 20.0
 DEFAULT_SOAK_SECONDS = 120.0
 WARMUP_SECONDS = 5.0
+WARMUP_CLIENTS = 8
 FAULT_PHASE_SECONDS = 30.0
 KILL_AT_SECONDS = 10.0
 DB_STOP_AT_SECONDS = 8.0
@@ -81,9 +84,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with supervisor:
             Run(options, supervisor, report, phases).all()
-    except Interrupted as stop:
-        report["interrupted"] = stop.reason
-        _say(f"interrupted: {stop.reason}; everything stopped")
+    except BaseException as error:
+        if supervisor.stop_reason is not None:
+            # A signal or the budget (raised here, or wrapped by an event loop it hit).
+            report["interrupted"] = supervisor.stop_reason
+        elif isinstance(error, Exception):  # the run's own failure: still report, exit 1
+            traceback.print_exc()
+            report["interrupted"] = f"failed: {type(error).__name__}: {error}"
+        else:
+            raise
+        _say(f"stopped: {report['interrupted']}; every process and the cluster stopped")
     leftovers = supervisor.leftovers()
     found = problems(phases, leftovers)
     if report["interrupted"]:
@@ -172,7 +182,7 @@ class Run:
         """Set up, then run every phase in order."""
         self.setup()
         clients = self.options.clients
-        self.phase("warm-up", min(clients), WARMUP_SECONDS, keep=False)
+        self.phase("warm-up", WARMUP_CLIENTS, WARMUP_SECONDS, keep=False)
         for count in clients:
             self.phase(f"load-{count}", count, self.options.phase_seconds)
         self.phase("replica-loss", FAULT_CLIENTS, FAULT_PHASE_SECONDS, fault=self.lose_replica)
@@ -260,6 +270,7 @@ class Run:
         phase = Phase(self, name, self._clients(name, count), seconds)
         before = self._usage()
         anyio.run(phase.drive, fault)
+        self.supervisor.check()
         after = self._usage()
         result = check_phase(name, phase.clients, phase.elapsed, self.options.tickets_per_tenant)
         result.usage = Usage(*(round(b - a, 2) for a, b in zip(before, after, strict=True)))
@@ -274,7 +285,12 @@ class Run:
 
     def _clients(self, name: str, count: int) -> list[Client]:
         rng = random.Random(f"{self.options.seed}:{name}")  # noqa: S311 - a workload, not a secret
-        tenants = rng.sample(range(self.options.tenants), count)
+        population = range(self.options.tenants)
+        # Distinct tenants while there are enough; a small test store repeats some.
+        if count <= len(population):
+            tenants = rng.sample(population, count)
+        else:
+            tenants = rng.choices(population, k=count)
         clients = []
         for number, tenant_index in enumerate(tenants):
             can_read = number % NO_SCOPE_EVERY != NO_SCOPE_EVERY - 1
@@ -358,20 +374,29 @@ class Phase:
         self.ended = anyio.Event()
 
     async def drive(self, fault: Callable[[Phase], Coroutine[Any, Any, None]] | None) -> None:
-        """Run every client until the deadline, with the fault and the RSS sampler beside."""
+        """Run every client until the deadline, with the fault and the RSS sampler beside.
+
+        A signal or the budget cancels the whole phase; `Run.phase` then raises.
+        """
         self.ended = anyio.Event()
         self.started = time.monotonic()
         until = self.started + self.seconds
         urls = [replica.url for replica in self.run.replicas]
+        loop = asyncio.get_running_loop()
+        supervisor = self.run.supervisor
         async with anyio.create_task_group() as group:
-            group.start_soon(self._sample_rss, until)
-            if fault is not None:
-                group.start_soon(fault, self)
-            async with anyio.create_task_group() as clients:
-                for client in self.clients:
-                    clients.start_soon(run_client, client, urls, until)
-            self.elapsed = time.monotonic() - self.started
-            self.ended.set()
+            supervisor.interrupt_with(lambda: loop.call_soon_threadsafe(group.cancel_scope.cancel))
+            try:
+                group.start_soon(self._sample_rss, until)
+                if fault is not None:
+                    group.start_soon(fault, self)
+                async with anyio.create_task_group() as clients:
+                    for client in self.clients:
+                        clients.start_soon(run_client, client, urls, until)
+                self.elapsed = time.monotonic() - self.started
+                self.ended.set()
+            finally:
+                supervisor.interrupt_with(None)
 
     async def sleep_until(self, seconds_in: float) -> None:
         """Sleep until `seconds_in` seconds after the phase started."""

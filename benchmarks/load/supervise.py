@@ -56,6 +56,9 @@ class Supervisor:
         self._watchdog.daemon = True
         self.started_pids: list[int] = []
         """Every pid started or adopted, for the leftover check after cleanup."""
+        self.stop_reason: str | None = None
+        """Why the run was asked to stop, once it was."""
+        self._hook: Callable[[], object] | None = None
 
     def __enter__(self) -> Supervisor:
         for number in (*SIGNALS, signal.SIGALRM):
@@ -141,10 +144,29 @@ class Supervisor:
         """Return the pids started or adopted by this run that are still alive."""
         return [pid for pid in self.started_pids if alive(pid)]
 
+    def interrupt_with(self, hook: Callable[[], object] | None) -> None:
+        """While `hook` is set, a stop request calls it instead of raising; `check` raises later.
+
+        An exception raised from a signal handler lands in whatever an event loop runs at
+        that moment; inside async code the hook cancels the work cleanly instead.
+        """
+        self._hook = hook
+
+    def check(self) -> None:
+        """Raise Interrupted if a stop was requested while the hook was set."""
+        if self.stop_reason is not None:
+            raise Interrupted(self.stop_reason)
+
     def _on_signal(self, number: int, frame: FrameType | None) -> None:
         if number == signal.SIGALRM:
-            raise Interrupted(f"the time budget of {self.budget_seconds:.0f} s ran out")
-        raise Interrupted(f"stopped by {signal.Signals(number).name}")
+            reason = f"the time budget of {self.budget_seconds:.0f} s ran out"
+        else:
+            reason = f"stopped by {signal.Signals(number).name}"
+        self.stop_reason = reason
+        if self._hook is not None:
+            self._hook()
+            return
+        raise Interrupted(reason)
 
     def _hard_stop(self) -> None:
         for process in self._processes:
