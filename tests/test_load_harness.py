@@ -515,8 +515,18 @@ def test_the_table_has_a_row_per_phase_and_a_line_per_fault() -> None:
         "200", "none",
     ]  # fmt: skip
     assert lines[3].split()[-3:] == ["-", "internal_error", "12"]
-    assert lines[4] == 'db-restart: down_s 4.6, rss {"a": 1}, moved 3, ms None'
-    assert len(lines) == 5
+    assert lines[4] == ""
+    assert lines[5].split() == [
+        "CPU", "per", "call", "replica", "ms", "pg", "ms/read", "client", "ms", "this", "run",
+        "%", "machine", "%",
+    ]  # fmt: skip
+    # 20 s of replica CPU over 4000 calls; 5 s of PostgreSQL over 3600 store reads.
+    assert lines[7].split() == ["load-8", "5.00", "1.39", "3.75", "100", "95"]
+    assert lines[8] == 'db-restart: down_s 4.6, rss {"a": 1}, moved 3, ms None'
+    assert len(lines) == 9
+    idle = _result("idle", calls=0, codes={})
+    idle.usage = report.Usage(0.0, 0.0, 0.0, 0.0, 0.0)
+    assert report.render_table([idle]).splitlines()[-1].split() == ["idle", "-", "-", "-", "0", "0"]
     empty = _result("x", latency=stats.Latency(None, None, None, None))
     assert report.render_table([empty]).splitlines()[2].split()[5:8] == ["-", "-", "-"]
 
@@ -526,6 +536,7 @@ def test_the_json_report_holds_every_figure(tmp_path: Path) -> None:
     phase.usage = report.Usage(1.0, 2.0, 3.0, 4.0, 5.0)
     data = report.phase_json(phase)
     assert data["calls_per_replica_core_second"] == 4000.0
+    assert data["store_reads"] == 3600
     assert data["rss_kib"] == [[5.0, 0, 1000]]
     assert data["latency"] == {"p50": 30.0, "p95": 60.0, "p99": 90.5, "max": 120.0}
     assert data["usage"]["replicas"] == 1.0

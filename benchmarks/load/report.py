@@ -64,6 +64,11 @@ class PhaseResult:
     """(seconds into the phase, replica, RSS in KiB) samples."""
 
     @property
+    def store_reads(self) -> int:
+        """Return the correct calls answered from the store (a ticket, a page, not_found)."""
+        return self.codes.get("ok", 0) + self.codes.get("not_found", 0)
+
+    @property
     def calls_per_replica_core_second(self) -> float | None:
         """Return calls served per CPU second the replicas used (None without usage)."""
         if self.usage is None or self.usage.replicas <= 0:
@@ -220,11 +225,35 @@ def render_table(phases: Sequence[PhaseResult]) -> str:
             f"{f'{p.walks.skipped}/{p.walks.repeated}':>9}"
             f"{'-' if per_core is None else f'{per_core:.0f}':>13}  {errors}"
         )
+    lines += ["", _cpu_header(), "-" * len(_cpu_header())]
+    lines += [_cpu_row(p, p.usage) for p in phases if p.usage is not None]
     for p in phases:
         if p.fault:
             figures = ", ".join(f"{key} {_plain(value)}" for key, value in p.fault.items())
             lines.append(f"{p.name}: {figures}")
     return "\n".join(lines)
+
+
+def _cpu_header() -> str:
+    return (
+        f"{'CPU per call':<13}{'replica ms':>11}{'pg ms/read':>11}{'client ms':>10}"
+        f"{'this run %':>11}{'machine %':>10}"
+    )
+
+
+def _cpu_row(p: PhaseResult, usage: Usage) -> str:
+    """CPU milliseconds per call by whom, and the share of the machine the run and all used."""
+    ours = usage.replicas + usage.postgres + usage.generator
+    total = usage.machine_total or 1.0
+    return (
+        f"{p.name:<13}{_per(usage.replicas, p.calls):>11}{_per(usage.postgres, p.store_reads):>11}"
+        f"{_per(usage.generator, p.calls):>10}{ours * 100 / total:>11.0f}"
+        f"{usage.machine_busy * 100 / total:>10.0f}"
+    )
+
+
+def _per(seconds: float, count: int) -> str:
+    return "-" if count == 0 else f"{seconds * 1000 / count:.2f}"
 
 
 def _ms(value: float | None) -> str:
@@ -243,6 +272,7 @@ def phase_json(phase: PhaseResult) -> dict[str, Any]:
     """Return a phase as JSON-ready data (the report file's "phases" entries)."""
     data = asdict(phase)
     data["calls_per_replica_core_second"] = phase.calls_per_replica_core_second
+    data["store_reads"] = phase.store_reads
     data["rss_kib"] = [list(sample) for sample in phase.rss_kib]
     return data
 

@@ -275,6 +275,13 @@ class Run:
         result = check_phase(name, phase.clients, phase.elapsed, self.options.tickets_per_tenant)
         result.usage = Usage(*(round(b - a, 2) for a, b in zip(before, after, strict=True)))
         result.fault = phase.figures
+        if self.cluster is not None and self.cluster.pid is not None:
+            # How many connections the replicas' pools hold open at the end of the phase.
+            result.fault["reader_connections"] = int(
+                self.cluster.sql(
+                    f"SELECT count(*) FROM pg_stat_activity WHERE usename = '{READER}'"  # noqa: S608
+                )
+            )
         result.rss_kib = phase.rss
         _say(
             f"{name}: {result.calls} calls, {result.calls_per_second:.0f}/s, "
