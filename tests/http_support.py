@@ -149,8 +149,14 @@ def without(name: str) -> dict[str, object]:
 
 NOW = int(time.time())
 REFUSED: dict[str, TokenMaker] = {
-    "expired": lambda idp, _: idp.sign(claims("alpha", "u1", exp=NOW - LEEWAY_SECONDS - 60)),
-    "not-yet-valid": lambda idp, _: idp.sign(claims("alpha", "u1", nbf=NOW + LEEWAY_SECONDS + 60)),
+    # The clock is read when the token is made, not at import: a long suite would
+    # otherwise reach NOW + 90 s first and the "not yet valid" token would be valid.
+    "expired": lambda idp, _: idp.sign(
+        claims("alpha", "u1", exp=int(time.time()) - LEEWAY_SECONDS - 60)
+    ),
+    "not-yet-valid": lambda idp, _: idp.sign(
+        claims("alpha", "u1", nbf=int(time.time()) + LEEWAY_SECONDS + 60)
+    ),
     "wrong-issuer": lambda idp, _: idp.sign(claims("alpha", "u1", iss="https://evil.example/")),
     "wrong-audience": lambda idp, _: idp.sign(claims("alpha", "u1", aud="https://other.example/")),
     "key-not-in-jwks": lambda _, other: jwt.encode(
