@@ -1,16 +1,24 @@
 """How page latency grows with the store: the dict path, SQLite, and the bare pass over keys.
 
-Sizes 10^3..10^6 tickets over 1,000 tenants (1..1,000 tickets each). Each figure is the
-best of ROUNDS interleaved timed runs, in microseconds per call. "first" is a page with no cursor;
-"deep" uses the cursor that returns the tenant's last full page (the same as the first
-page while a tenant holds no more than one page). Both paths go through execute_tool.
+Sizes 10^3..10^6 tickets over 1,000 tenants (1..1,000 tickets each). "first" is a page
+with no cursor; "deep" uses the cursor that returns the tenant's last full page (the
+same as the first page while a tenant holds no more than one page). Both paths go
+through execute_tool.
+
+Each target is a ratio, measured paired: every round times both sides of the ratio
+back to back (in a rotating order), and the ratio is taken round by round. A burst of
+load on a shared machine slows one round, both sides of it, rather than one column;
+the median of the per-round ratios is judged, and p10..p90 shows their spread.
 """
 
 from __future__ import annotations
 
+import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from ticket_tools import execute_tool
@@ -19,16 +27,43 @@ from ticket_tools.sqlite_store import SQLiteStore, write_database
 SIZES = (10**3, 10**4, 10**5, 10**6)
 TENANTS = 1_000
 LIMIT = 5
-# A run lasts at least this long, so that fast calls are timed over many loops.
+# A timed run lasts at least this long, so that fast calls are timed over many loops.
 MIN_RUN_SECONDS = 0.02
-# Runs per figure; the best is kept (the machine may be shared).
-ROUNDS = 40
+# Rounds per measurement: odd, so the median is one round's ratio. Each round times
+# every call once, so the whole run stays bounded (about a minute on an idle machine).
+ROUNDS = 21
+# The issue's targets, judged on the median of the paired per-round ratios.
+DICT_TARGET = 1.5  # dict path / bare pass over the keys, at every size
+SQLITE_TARGET = 2.0  # SQLite page latency at 10^6 / at 10^3
 TITLES = (
     "Login fails after password reset",
     "Settings page shows wrong time zone",
     "CSV export times out",
     "Invoice PDF missing logo",
 )
+TENANT = f"t{TENANTS // 2:03d}"
+CONTEXT = {"tenant": TENANT, "can_read_tickets": True}
+FIRST: dict[str, object] = {"limit": LIMIT}
+PAGES = ("first", "deep")
+
+
+@dataclass(frozen=True)
+class Spread:
+    """The median of some per-round samples and their p10..p90 range."""
+
+    median: float
+    p10: float
+    p90: float
+
+    @classmethod
+    def of(cls, samples: list[float]) -> Spread:
+        """Summarise `samples` (at least two)."""
+        deciles = statistics.quantiles(samples, n=10, method="inclusive")
+        return cls(statistics.median(samples), deciles[0], deciles[-1])
+
+    def ratio(self) -> str:
+        """Format as a ratio, e.g. "1.08x (1.02..1.19)"."""
+        return f"{self.median:.2f}x ({self.p10:.2f}..{self.p90:.2f})"
 
 
 def _records(size: int) -> dict[str, dict[str, str]]:
@@ -48,25 +83,25 @@ def _records(size: int) -> dict[str, dict[str, str]]:
     return records
 
 
-def _best_microseconds(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
-    """Return each call's best per-call time in microseconds, over ROUNDS interleaved runs.
+def _paired_rounds(calls: Mapping[str, Callable[[], object]]) -> dict[str, list[float]]:
+    """Time every call once per round for ROUNDS rounds; return seconds per call, per round.
 
-    Interleaving the calls in a rotating order and keeping the best run keeps the
-    comparison fair on a shared machine: a burst of load slows one run, not one column.
+    Round r of every list was timed within the same round, so that a ratio of two
+    calls can be taken round by round. The order rotates each round, so no call
+    always runs right after the same other one.
     """
     loops = {name: _loops(call) for name, call in calls.items()}
-    best = dict.fromkeys(calls, float("inf"))
+    seconds: dict[str, list[float]] = {name: [] for name in calls}
     names = list(calls)
     for round_number in range(ROUNDS):
-        # Rotate the order, so no column always runs right after the same other one.
         shift = round_number % len(names)
         for name in names[shift:] + names[:shift]:
             call = calls[name]
             start = time.perf_counter()
             for _ in range(loops[name]):
                 call()
-            best[name] = min(best[name], (time.perf_counter() - start) / loops[name])
-    return {name: seconds * 1e6 for name, seconds in best.items()}
+            seconds[name].append((time.perf_counter() - start) / loops[name])
+    return seconds
 
 
 def _loops(call: Callable[[], object]) -> int:
@@ -81,81 +116,111 @@ def _loops(call: Callable[[], object]) -> int:
         loops *= 10
 
 
-def _deep_cursor(records: dict[str, dict[str, str]], tenant: str) -> str | None:
-    prefix = f"{tenant}:"
+def _per_round(top: list[float], bottom: list[float]) -> Spread:
+    """Summarise the ratio top/bottom taken round by round."""
+    return Spread.of([a / b for a, b in zip(top, bottom, strict=True)])
+
+
+def _deep(records: dict[str, dict[str, str]]) -> dict[str, object]:
+    """The arguments of the tenant's last full page (the first page if it has no more)."""
+    prefix = f"{TENANT}:"
     ids = sorted(ticket["id"] for key, ticket in records.items() if key.startswith(prefix))
-    return ids[-(LIMIT + 1)] if len(ids) > LIMIT else None
+    return {"limit": LIMIT, "cursor": ids[-(LIMIT + 1)]} if len(ids) > LIMIT else FIRST
 
 
-def _measure(size: int, folder: Path) -> dict[str, float]:
+def _measure_dict(size: int, database: Path) -> tuple[dict[str, list[float]], dict[str, object]]:
+    """Time the dict path and the bare pass at `size`; write the same tickets to `database`."""
     records = _records(size)
-    tenant = f"t{TENANTS // 2:03d}"
-    context = {"tenant": tenant, "can_read_tickets": True}
-    first: dict[str, object] = {"limit": LIMIT}
-    cursor = _deep_cursor(records, tenant)
-    deep: dict[str, object] = first if cursor is None else {"limit": LIMIT, "cursor": cursor}
-    prefix = f"{tenant}:"
-    row = _best_microseconds(
+    deep = _deep(records)
+    prefix = f"{TENANT}:"
+    seconds = _paired_rounds(
         {
-            "dict first": lambda: execute_tool("search_tickets", first, context, records),
-            "dict deep": lambda: execute_tool("search_tickets", deep, context, records),
-            "bare pass": lambda: sum(1 for k in records if k.startswith(prefix)),
+            "dict first": lambda: execute_tool("search_tickets", FIRST, CONTEXT, records),
+            "dict deep": lambda: execute_tool("search_tickets", deep, CONTEXT, records),
+            "bare pass": lambda: sum(1 for key in records if key.startswith(prefix)),
         }
     )
-    path = folder / f"tickets-{size}.sqlite"
-    write_database(path, records)
-    records.clear()  # the benchmark's own copy: free it before timing SQLite
-    with SQLiteStore.open(path) as store:
-        if execute_tool("search_tickets", deep, context, store)["ok"] is not True:
-            raise RuntimeError("the benchmark's page call failed")
-        row |= _best_microseconds(
-            {
-                "sqlite first": lambda: execute_tool("search_tickets", first, context, store),
-                "sqlite deep": lambda: execute_tool("search_tickets", deep, context, store),
-            }
-        )
-    return row
+    write_database(database, records)
+    return seconds, deep
+
+
+def _measure_sqlite(
+    databases: Mapping[int, Path], deep: Mapping[int, dict[str, object]]
+) -> dict[str, list[float]]:
+    """Time the first and deep page of every size's database, all sizes in every round."""
+    calls: dict[str, Callable[[], object]] = {}
+    with ExitStack() as stack:
+        for size, path in databases.items():
+            store = stack.enter_context(SQLiteStore.open(path))
+            if execute_tool("search_tickets", deep[size], CONTEXT, store)["ok"] is not True:
+                raise RuntimeError("the benchmark's page call failed")
+            calls[f"sqlite first {size}"] = _page_call(FIRST, store)
+            calls[f"sqlite deep {size}"] = _page_call(deep[size], store)
+        return _paired_rounds(calls)
+
+
+def _page_call(args: dict[str, object], store: SQLiteStore) -> Callable[[], object]:
+    return lambda: execute_tool("search_tickets", args, CONTEXT, store)
 
 
 def main() -> None:
-    """Print the page-latency table and whether each target of the issue was met."""
-    columns = ("dict first", "dict deep", "bare pass", "sqlite first", "sqlite deep")
-    rows: dict[int, dict[str, float]] = {}
+    """Print page latency, the paired per-round ratios, and whether each target was met."""
+    dict_seconds: dict[int, dict[str, list[float]]] = {}
+    deep: dict[int, dict[str, object]] = {}
     with tempfile.TemporaryDirectory() as folder:
+        databases = {size: Path(folder) / f"tickets-{size}.sqlite" for size in SIZES}
         for size in SIZES:
-            rows[size] = _measure(size, Path(folder))
-    header = f"{'tickets':>9} | {'per tenant':>10} | " + " | ".join(
-        f"{name:>12}" for name in columns
-    )
-    ratios = f"{'dict/bare first':>15} | {'dict/bare deep':>14}"
-    print(f"page latency, microseconds per call (best of {ROUNDS}); limit {LIMIT}")
-    print(f"{header} | {ratios}")
-    print("-" * (len(header) + len(ratios) + 3))
-    for size, row in rows.items():
-        cells = " | ".join(f"{row[name]:>12.1f}" for name in columns)
-        first_ratio = row["dict first"] / row["bare pass"]
-        deep_ratio = row["dict deep"] / row["bare pass"]
-        print(
-            f"{size:>9,} | {size // TENANTS:>10,} | {cells} | "
-            f"{first_ratio:>14.2f}x | {deep_ratio:>13.2f}x"
-        )
-    low, high = rows[SIZES[0]], rows[SIZES[-1]]
-    growth = {name: high[name] / low[name] for name in columns}
-    cells = " | ".join(f"{growth[name]:>11.1f}x" for name in columns)
-    print(f"{'growth':>9} | {'':>10} | {cells} |")
-    sqlite_growth = max(growth["sqlite first"], growth["sqlite deep"])
-    dict_ratio = max(
-        row[name] / row["bare pass"]
-        for row in rows.values()
-        for name in ("dict first", "dict deep")
+            dict_seconds[size], deep[size] = _measure_dict(size, databases[size])
+        sqlite_seconds = _measure_sqlite(databases, deep)
+    smallest = SIZES[0]
+
+    print(f"page latency, microseconds per call, median of {ROUNDS} rounds; limit {LIMIT}")
+    columns = ("dict first", "dict deep", "bare pass", "sqlite first", "sqlite deep")
+    header = f"{'tickets':>9} | {'per tenant':>10} | " + " | ".join(f"{c:>12}" for c in columns)
+    print(header)
+    print("-" * len(header))
+    for size in SIZES:
+        seconds = {
+            **dict_seconds[size],
+            "sqlite first": sqlite_seconds[f"sqlite first {size}"],
+            "sqlite deep": sqlite_seconds[f"sqlite deep {size}"],
+        }
+        cells = " | ".join(f"{statistics.median(seconds[c]) * 1e6:>12.1f}" for c in columns)
+        print(f"{size:>9,} | {size // TENANTS:>10,} | {cells}")
+
+    print(f"\npaired ratios, per round: median (p10..p90) of {ROUNDS} rounds")
+    labels = ("dict/bare first", "dict/bare deep", "sqlite first/10^3", "sqlite deep/10^3")
+    header = f"{'tickets':>9} | " + " | ".join(f"{label:>20}" for label in labels)
+    print(header)
+    print("-" * len(header))
+    dict_ratios: list[Spread] = []
+    growth: dict[int, list[Spread]] = {}
+    for size in SIZES:
+        row = dict_seconds[size]
+        to_bare = [_per_round(row[f"dict {page}"], row["bare pass"]) for page in PAGES]
+        dict_ratios += to_bare
+        growth[size] = [
+            _per_round(
+                sqlite_seconds[f"sqlite {page} {size}"], sqlite_seconds[f"sqlite {page} {smallest}"]
+            )
+            for page in PAGES
+        ]
+        shown = [spread.ratio() for spread in to_bare]
+        shown += ["(the baseline)"] * 2 if size == smallest else [s.ratio() for s in growth[size]]
+        cells = " | ".join(f"{cell:>20}" for cell in shown)
+        print(f"{size:>9,} | {cells}")
+
+    worst_dict = max(dict_ratios, key=lambda spread: spread.median)
+    worst_growth = max(growth[SIZES[-1]], key=lambda spread: spread.median)
+    print(
+        f"\ntarget: dict path within {DICT_TARGET}x of the bare pass at every size: "
+        f"worst median {worst_dict.ratio()}, "
+        f"{'met' if worst_dict.median <= DICT_TARGET else 'NOT met'}"
     )
     print(
-        f"target: SQLite page latency grows <= 2x from 10^3 to 10^6: "
-        f"{sqlite_growth:.2f}x, {'met' if sqlite_growth <= 2 else 'NOT met'}"
-    )
-    print(
-        f"target: dict path within 1.5x of the bare pass at every size: "
-        f"worst {dict_ratio:.2f}x, {'met' if dict_ratio <= 1.5 else 'NOT met'}"
+        f"target: SQLite page latency grows <= {SQLITE_TARGET:g}x from 10^3 to 10^6: "
+        f"worst median {worst_growth.ratio()}, "
+        f"{'met' if worst_growth.median <= SQLITE_TARGET else 'NOT met'}"
     )
 
 

@@ -14,6 +14,8 @@ def main() -> int:
         if spec is None or spec.loader is None:
             raise RuntimeError(f"cannot load {path}")
         module = importlib.util.module_from_spec(spec)
+        # Registered before it runs, as an import would: dataclasses look the module up.
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
         print(f"== {path.stem}", flush=True)
         module.main()

@@ -5,6 +5,9 @@ Written out by hand from the brief's fixture table, not derived from the code un
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 # Alpha's seven tickets, by id.
 T101 = {"id": "TKT-101", "title": "Login fails after password reset", "status": "open"}
 T102 = {"id": "TKT-102", "title": "CSV export times out", "status": "closed"}
@@ -24,3 +27,12 @@ BETA_T108 = {"id": "TKT-108", "title": "Login fails after SSO change", "status":
 ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
 BETA = {"tenant": "beta", "can_read_tickets": True}
+
+# The registered tools, in order, as the golden declarations pin them: the one place a
+# test may list them, so a new tool changes the golden files and nothing else.
+_GOLDEN_DECLARATIONS = Path(__file__).parent / "golden" / "json-schema.json"
+TOOL_NAMES: tuple[str, ...] = tuple(
+    declaration["name"]
+    for declaration in json.loads(_GOLDEN_DECLARATIONS.read_text(encoding="utf-8"))
+)
+UNKNOWN_TOOL_DETAIL = "unknown tool; the tools are: " + ", ".join(TOOL_NAMES)

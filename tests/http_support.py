@@ -116,6 +116,10 @@ def _segments(header: dict[str, object], payload: dict[str, object]) -> str:
     return f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(payload).encode())}"
 
 
+def _segments_list() -> str:
+    return _b64(json.dumps(["RS256"]).encode())
+
+
 def hs256_with_public_key(idp: Issuer) -> str:
     """Sign as HS256 with the RSA public key's PEM as the secret: the classic confusion attack."""
     kid = idp.kid("RS256")
@@ -147,15 +151,15 @@ def without(name: str) -> dict[str, object]:
     return valid
 
 
-NOW = int(time.time())
+def _now() -> int:
+    # Read when the token is made: a suite can run for minutes after this module loads.
+    return int(time.time())
+
+
 REFUSED: dict[str, TokenMaker] = {
-    # The clock is read when the token is made, not at import: a long suite would
-    # otherwise reach NOW + 90 s first and the "not yet valid" token would be valid.
-    "expired": lambda idp, _: idp.sign(
-        claims("alpha", "u1", exp=int(time.time()) - LEEWAY_SECONDS - 60)
-    ),
+    "expired": lambda idp, _: idp.sign(claims("alpha", "u1", exp=_now() - LEEWAY_SECONDS - 60)),
     "not-yet-valid": lambda idp, _: idp.sign(
-        claims("alpha", "u1", nbf=int(time.time()) + LEEWAY_SECONDS + 60)
+        claims("alpha", "u1", nbf=_now() + LEEWAY_SECONDS + 60)
     ),
     "wrong-issuer": lambda idp, _: idp.sign(claims("alpha", "u1", iss="https://evil.example/")),
     "wrong-audience": lambda idp, _: idp.sign(claims("alpha", "u1", aud="https://other.example/")),
@@ -189,6 +193,12 @@ REFUSED: dict[str, TokenMaker] = {
     ),
     "kid-not-a-string": lambda idp, _: _segments({"alg": "RS256", "kid": 5}, claims("a", "u")),
     "not-a-jwt": lambda _, __: "not-a-jwt",
+    "header-not-base64url": lambda idp, _: (
+        "e30=." + idp.sign(claims("alpha", "u1")).split(".", 1)[1]
+    ),
+    "header-not-json": lambda idp, _: "eyJ." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
+    "header-not-utf8": lambda idp, _: "_w." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
+    "header-a-list": lambda idp, _: _segments_list() + ".x.y",
     "empty": lambda _, __: "",
 }
 

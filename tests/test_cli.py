@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import io
 import json
 import os
 import runpy
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from ticket_tools import tool_declarations
+from ticket_tools import Tool, ToolRegistry, fixture_records, tool_declarations
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import _parser, main
+from ticket_tools.outcome import failure
 
 Captured = pytest.CaptureFixture[str]
+TOOL_NAMES = ", ".join(tool.name for tool in REGISTRY)
+ROOT = Path(__file__).parent.parent
 
 
 def run(argv: list[str], capsys: Captured) -> tuple[int, str, str]:
@@ -93,37 +99,53 @@ def test_acceptance_on_another_store_fails_with_exit_1(tmp_path: Path, capsys: C
         pytest.param(
             ["call", "search_tickets", "{}", "--tenant", "alpha", "--no-read"],
             "",
-            (1, {"ok": False, "code": "forbidden"}),
+            (1, {"ok": False, "code": "forbidden"}, "forbidden: this session may not read tickets"),
             id="no-read",
         ),
         pytest.param(
             ["call", "search_tickets", '{"limit": 11}', "--tenant", "alpha"],
             "",
-            (1, {"ok": False, "code": "invalid_arguments"}),
+            (
+                1,
+                {"ok": False, "code": "invalid_arguments"},
+                "invalid_arguments: limit: an integer from 1 to 10",
+            ),
             id="invalid-arguments-exit-1",
         ),
         pytest.param(
             ["call", "search_tickets", "null", "--tenant", "alpha"],
             "",
-            (1, {"ok": False, "code": "invalid_arguments"}),
+            (
+                1,
+                {"ok": False, "code": "invalid_arguments"},
+                "invalid_arguments: the arguments must be a JSON object",
+            ),
             id="json-null-args",
         ),
         pytest.param(
             ["call", "list_tickets", "{}", "--tenant", "alpha"],
             "",
-            (1, {"ok": False, "code": "unknown_tool"}),
+            (
+                1,
+                {"ok": False, "code": "unknown_tool"},
+                f"unknown_tool: unknown tool; the tools are: {TOOL_NAMES}",
+            ),
             id="unknown-tool",
         ),
         pytest.param(
             ["call", "get_ticket", '{"ticket_id": "TKT-999"}', "--tenant", "alpha"],
             "",
-            (1, {"ok": False, "code": "not_found"}),
+            (
+                1,
+                {"ok": False, "code": "not_found"},
+                "not_found: no ticket with that ID is visible in this session",
+            ),
             id="not-found",
         ),
         pytest.param(
             ["call", "search_tickets", "{}", "--tenant", ""],
             "",
-            (1, {"ok": False, "code": "forbidden"}),
+            (1, {"ok": False, "code": "forbidden"}, "forbidden: this session may not read tickets"),
             id="empty-tenant-fails-closed",
         ),
     ],
@@ -133,11 +155,18 @@ def test_call(
     capsys: Captured,
     argv: list[str],
     stdin: str,
-    expected: tuple[int, dict[str, object]],
+    expected: tuple[int, dict[str, object]] | tuple[int, dict[str, object], str],
 ) -> None:
+    # On failure stdout is still the contract's result alone; the rule that failed,
+    # the detail a host would show the model, is one line on stderr (issue 12, item 11).
     monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
     code, printed, err = run(argv, capsys)
-    assert (code, json.loads(printed), err) == (*expected, "")
+    status, result, *detail = expected
+    assert (code, json.loads(printed), err) == (
+        status,
+        result,
+        "".join(f"ticket-tools: {line}\n" for line in detail),
+    )
     assert printed.count("\n") == 1
 
 
@@ -197,9 +226,8 @@ def test_malformed_arguments_exit_2(capsys: Captured, argv: list[str], err: str)
     assert run(argv, capsys) == (2, "", f"ticket-tools: {err}\n")
 
 
-NOT_RECORDS = (
-    "{path} is not a records file: expected a JSON object of "
-    '"tenant:TKT-123" -> {{"id", "title", "status", ...}}'
+FIELDS_RULE = (
+    "{path}: record 1 (in file order): id, title and status must be strings of valid Unicode"
 )
 
 
@@ -214,23 +242,35 @@ NOT_RECORDS = (
             "the records in {path} are not valid JSON (RecursionError)",
             id="deep-json",
         ),
-        pytest.param(b"\xff\xfe", "cannot read {path}: UnicodeDecodeError", id="not-utf8"),
-        pytest.param(b"[]", NOT_RECORDS, id="array"),
-        pytest.param(b'{"alpha:TKT-001": "x"}', NOT_RECORDS, id="str-ticket"),
+        pytest.param(b"\xff\xfe", "cannot read {path}: it is not UTF-8 text", id="not-utf8"),
+        pytest.param(b"[]", '{path}: not a JSON object of "tenant:TKT-123" -> ticket', id="array"),
+        pytest.param(b'{"alpha:TKT-001": "x"}', FIELDS_RULE, id="str-ticket"),
         pytest.param(
             b'{"alpha:TKT-001": {"id": "TKT-001", "title": "t"}}',
-            NOT_RECORDS,
+            FIELDS_RULE,
             id="missing-status",
         ),
         pytest.param(
             b'{"alpha:TKT-001": {"id": 1, "title": "t", "status": "open"}}',
-            NOT_RECORDS,
+            FIELDS_RULE,
             id="id-not-string",
         ),
         pytest.param(
             b'{"alpha:TKT-001": {"id": "TKT-001", "title": "\\ud800", "status": "open"}}',
-            NOT_RECORDS,
+            FIELDS_RULE,
             id="lone-surrogate-title",
+        ),
+        # The import rules hold for --records too: both stores answer alike for one file.
+        pytest.param(
+            b'{"alpha:TKT-1000": {"id": "TKT-1000", "title": "t", "status": "open"}}',
+            "{path}: record 1 (in file order): the id is not TKT- followed by exactly three digits",
+            id="id-too-wide-to-page",
+        ),
+        pytest.param(
+            b'{"a:b:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"}}',
+            "{path}: record 1 (in file order): "
+            'the key is not "tenant:" followed by the ticket\'s own id',
+            id="colon-in-tenant",
         ),
     ],
 )
@@ -248,7 +288,11 @@ def test_bad_records_file_exit_2(
 def test_missing_records_file_exit_2(tmp_path: Path, capsys: Captured) -> None:
     path = tmp_path / "missing.json"
     status, out, err = run(["acceptance", "--records", str(path)], capsys)
-    assert (status, out, err) == (2, "", f"ticket-tools: cannot read {path}: FileNotFoundError\n")
+    assert (status, out, err) == (
+        2,
+        "",
+        f"ticket-tools: cannot read {path}: No such file or directory\n",
+    )
 
 
 def test_undecodable_stdin_is_one_line_and_exit_2(
@@ -336,6 +380,8 @@ def _describe(parser: argparse.ArgumentParser) -> dict[str, object]:
         for group in parser._mutually_exclusive_groups
     ]
     description = {"prog": parser.prog, "description": parser.description, "options": options}
+    if parser.epilog is not None:
+        description["epilog"] = parser.epilog
     return {**description, "exclusive": groups, "commands": commands}
 
 
@@ -420,3 +466,174 @@ def test_declarations_print_non_ascii_as_is(
     status, out, err = run(["declarations", "--format", "mcp"], capsys)
     assert (status, err) == (0, "")
     assert out == '[\n  {\n    "name": "mcp",\n    "description": "Été"\n  }\n]\n'
+
+
+# --- Small things a new user hit (issue 12, item 11) ---
+
+
+def _help(argv: list[str], capsys: Captured) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--help"])
+    assert exited.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal
+
+
+def test_version_prints_the_installed_version(capsys: Captured) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert (exited.value.code, capsys.readouterr().out) == (
+        0,
+        f"ticket-tools {importlib.metadata.version('ticket-tools')}\n",
+    )
+
+
+def test_version_from_a_source_tree_that_is_not_installed(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured
+) -> None:
+    def not_installed(name: str) -> str:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr("importlib.metadata.version", not_installed)
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out == "ticket-tools (not installed)\n"
+
+
+def test_call_help_lists_the_tools_and_the_exit_statuses(capsys: Captured) -> None:
+    shown = _help(["call"], capsys)
+    assert f"The tools: {TOOL_NAMES}." in shown
+    assert shown.endswith(
+        'exit status: 0 the tool returned {"ok": true, ...} '
+        '1 the tool returned {"ok": false, "code": ...}; the reason is on stderr '
+        "2 the command could not run: bad arguments JSON, records file or database "
+        "130 interrupted (Ctrl-C) "
+        "141 stdout was closed before the result was written (a broken pipe)"
+    )
+
+
+def test_call_help_takes_the_tool_names_from_the_registry(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured
+) -> None:
+    registry = ToolRegistry(
+        [
+            *REGISTRY,
+            Tool("demo_only_tool", "d", (), lambda *_: failure("not_found", "never called")),
+        ]
+    )
+    monkeypatch.setattr("ticket_tools.cli.REGISTRY", registry)
+    assert f"The tools: {TOOL_NAMES}, demo_only_tool." in _help(["call"], capsys)
+
+
+def test_serve_help_says_it_needs_the_extra(capsys: Captured) -> None:
+    assert "Needs the mcp extra: pip install 'ticket-tools[mcp]'." in _help(["serve"], capsys)
+
+
+def test_import_help_describes_a_path(capsys: Captured) -> None:
+    assert (
+        'RECORDS_FILE the path of a records JSON file: an object of "tenant:TKT-123" -> ticket'
+        in _help(["import"], capsys)
+    )
+
+
+def test_the_sample_records_file_is_the_fixture_store() -> None:
+    sample = ROOT / "examples" / "records.json"
+    assert json.loads(sample.read_text(encoding="utf-8")) == fixture_records()
+
+
+def test_acceptance_passes_on_the_sample_records_file(capsys: Captured) -> None:
+    status, out, err = run(
+        ["acceptance", "--records", str(ROOT / "examples" / "records.json")], capsys
+    )
+    assert (status, out.splitlines()[-1], err) == (0, "13 passed, 0 failed", "")
+
+
+def test_the_licence_file_is_the_mit_licence_pyproject_declares() -> None:
+    licence = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    pyproject = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'license = "MIT"' in pyproject
+    assert licence.splitlines()[0] == "MIT License"
+    assert "Permission is hereby granted, free of charge," in licence
+
+
+# --- No traceback: undecodable input, a closed pipe, Ctrl-C (issue 12, item 4) ---
+
+
+def test_arguments_that_are_not_utf8_on_the_command_line_exit_2(capsys: Captured) -> None:
+    # Linux hands Python a non-UTF-8 argument as lone surrogates (surrogateescape).
+    argv = ["call", "search_tickets", '{"query": "\udcff"}', "--tenant", "alpha"]
+    assert run(argv, capsys) == (
+        2,
+        "",
+        "ticket-tools: the arguments are not valid JSON (UnicodeDecodeError)\n",
+    )
+
+
+def test_a_tenant_that_is_not_utf8_reads_nothing(capsys: Captured) -> None:
+    status, out, err = run(["call", "search_tickets", "{}", "--tenant", "\udcff"], capsys)
+    assert (status, json.loads(out), err) == (
+        0,
+        {"ok": True, "tickets": [], "next_cursor": None},
+        "",
+    )
+
+
+def test_undecodable_stdin_in_the_c_locale_exits_2() -> None:
+    # In the C locale Python reads stdin with surrogateescape: the bytes came through as
+    # a lone surrogate, the call answered, and the exit status was 0.
+    completed = subprocess.run(
+        [sys.executable, "-m", "ticket_tools", "call", "search_tickets", "-", "--tenant", "alpha"],
+        input=b'{"query": "\xff"}',
+        capture_output=True,
+        check=False,
+        env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": ""},
+    )
+    assert (completed.returncode, completed.stdout, completed.stderr) == (
+        2,
+        b"",
+        b"ticket-tools: the arguments are not valid JSON (UnicodeDecodeError)\n",
+    )
+
+
+def test_a_closed_pipe_is_one_line_and_exit_141() -> None:
+    # `ticket-tools declarations | head -1`, with the reader already gone: every write fails.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with os.fdopen(write_end, "wb") as stdout:
+        completed = subprocess.run(
+            [sys.executable, "-m", "ticket_tools", "declarations"],
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    assert (completed.returncode, completed.stderr) == (
+        141,
+        b"ticket-tools: stdout was closed before the output was written\n",
+    )
+
+
+def test_ctrl_c_during_serve_is_one_line_and_exit_130() -> None:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ticket_tools", "serve", "--tenant", "alpha"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    server.stdin.write(json.dumps(initialize).encode() + b"\n")
+    server.stdin.flush()
+    # An answer means the server is up and waiting for the next request.
+    assert json.loads(server.stdout.readline())["id"] == 1
+    server.send_signal(signal.SIGINT)
+    out, err = server.communicate(timeout=60)
+    assert (server.returncode, out, err) == (130, b"", b"ticket-tools: interrupted\n")

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import resource
+import signal
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ticket_tools import cli, fixture_records, sqlite_store
+from ticket_tools import cli, fixture_records, sqlite_import, sqlite_store
 
 
 @pytest.fixture
@@ -24,7 +28,7 @@ def records_file(tmp_path: Path) -> Path:
 @pytest.fixture
 def database(tmp_path: Path) -> Path:
     path = tmp_path / "tickets.sqlite"
-    sqlite_store.write_database(path, fixture_records())
+    sqlite_import.write_database(path, fixture_records())
     return path
 
 
@@ -83,7 +87,9 @@ UNUSABLE = {
     "missing": "no database at {db}",
     "locked": "{db} is locked by another connection; try again",
     "not-sqlite": "{db} is not an SQLite database",
-    "wrong-schema": "{db} is not a ticket-tools database (schema version 1)",
+    "wrong-schema": "{db} is not a ticket database of schema version 2: "
+    "it was not made by ticket-tools import",
+    "folder": "cannot read {db}: it is a folder",
 }
 
 
@@ -104,6 +110,8 @@ def unusable(
         db = database
         writer = sqlite3.connect(db, isolation_level=None)
         writer.execute("BEGIN EXCLUSIVE")
+    elif kind == "folder":
+        db = tmp_path
     elif kind == "not-sqlite":
         db = tmp_path / "records.sqlite"
         db.write_text("{}", encoding="utf-8")
@@ -170,7 +178,7 @@ def test_import_into_a_missing_folder(
     status = cli.main(["import", str(records_file), "--db", str(db)])
     assert (status, capsys.readouterr()) == (
         2,
-        ("", f"ticket-tools: cannot write {db}: FileNotFoundError\n"),
+        ("", f"ticket-tools: cannot write {db}: No such file or directory\n"),
     )
 
 
@@ -188,7 +196,7 @@ def test_import_draws_a_progress_bar_on_a_terminal(
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     monkeypatch.setattr(cli, "PROGRESS_MIN_TICKETS", 10)
-    monkeypatch.setattr(sqlite_store, "IMPORT_BATCH", 6)
+    monkeypatch.setattr(sqlite_import, "IMPORT_BATCH", 6)
     status = cli.main(["import", str(records_file), "--db", str(tmp_path / "t.sqlite")])
     assert (status, terminal.getvalue()) == (
         0,
@@ -205,3 +213,129 @@ def test_small_import_draws_no_bar_even_on_a_terminal(
     monkeypatch.setattr(sys, "stderr", terminal)
     status = cli.main(["import", str(records_file), "--db", str(tmp_path / "t.sqlite")])
     assert (status, terminal.getvalue()) == (0, "")
+
+
+def test_import_refuses_a_file_that_is_not_an_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    records = tmp_path / "records.json"
+    records.write_text("[]", encoding="utf-8")
+    status = cli.main(["import", str(records), "--db", str(tmp_path / "t.sqlite")])
+    assert (status, capsys.readouterr()) == (
+        2,
+        ("", f'ticket-tools: {records}: not a JSON object of "tenant:TKT-123" -> ticket\n'),
+    )
+
+
+# --- No traceback (issue 12, item 4) ---
+
+
+@pytest.fixture
+def big_records_file(tmp_path: Path) -> Path:
+    """5,000 tickets with 200-character titles: a database of about 1.3 MB."""
+    path = tmp_path / "records.json"
+    records = {
+        f"t{n}:TKT-{m:03d}": {"id": f"TKT-{m:03d}", "title": "x" * 200, "status": "open"}
+        for n in range(5)
+        for m in range(1000)
+    }
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def file_size_limit(big_records_file: Path) -> Iterator[int]:
+    """Lower this process's file size limit, as `ulimit -f` would, for one test."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    limit = 200_000
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+    yield limit
+    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+
+
+def test_import_past_the_file_size_limit_is_one_line_and_exit_2(
+    tmp_path: Path,
+    big_records_file: Path,
+    file_size_limit: int,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Was an sqlite3.OperationalError traceback and exit 1.
+    db = tmp_path / "t.sqlite"
+    status = cli.main(["import", str(big_records_file), "--db", str(db)])
+    assert (status, capsys.readouterr()) == (
+        2,
+        ("", f"ticket-tools: cannot write {db}: disk I/O error (SQLITE_IOERR_WRITE)\n"),
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["records.json"]
+
+
+# Runs the real command line, stopping inside the import's one transaction (the database
+# half-built in its temporary folder) until a signal arrives.
+_IMPORT_THAT_WAITS = """
+import sys, time
+from ticket_tools import cli, sqlite_import
+
+insert_rows = sqlite_import.insert_rows
+
+def wait_in_the_transaction(done, total):
+    print("half-built", flush=True)
+    time.sleep(60)
+
+sqlite_import.insert_rows = lambda c, rows, _: insert_rows(c, rows, wait_in_the_transaction)
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_during_import_is_one_line_and_exit_130(tmp_path: Path, records_file: Path) -> None:
+    db = tmp_path / "t.sqlite"
+    importer = subprocess.Popen(
+        [sys.executable, "-c", _IMPORT_THAT_WAITS, "import", str(records_file), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert importer.stdout is not None
+    assert importer.stdout.readline() == b"half-built\n"
+    (folder,) = (path for path in tmp_path.iterdir() if path.name.endswith(".tmp"))
+    assert [path.name for path in folder.iterdir()] == ["t.sqlite"]
+    importer.send_signal(signal.SIGINT)
+    out, err = importer.communicate(timeout=60)
+    assert (importer.returncode, out, err) == (130, b"", b"ticket-tools: interrupted\n")
+    # Nothing half-written: no database, no temporary folder.
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["records.json"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin", "expected"),
+    [
+        pytest.param(
+            [b"search_tickets", b"-", b"--tenant", b"alpha"],
+            b'{"query": "\xff"}',
+            (2, b"", b"ticket-tools: the arguments are not valid JSON (UnicodeDecodeError)\n"),
+            id="stdin-not-utf8",
+        ),
+        pytest.param(
+            [b"search_tickets", b"{}", b"--tenant", b"\xff"],
+            b"",
+            (0, b'{"ok": true, "tickets": [], "next_cursor": null}\n', b""),
+            id="tenant-not-utf8",
+        ),
+        pytest.param(
+            [b"search_tickets", b'{"query": "\\ud800"}', b"--tenant", b"alpha"],
+            b"",
+            (0, b'{"ok": true, "tickets": [], "next_cursor": null}\n', b""),
+            id="lone-surrogate-query",
+        ),
+    ],
+)
+def test_text_that_is_not_utf8_with_a_database(
+    database: Path, argv: list[bytes], stdin: bytes, expected: tuple[int, bytes, bytes]
+) -> None:
+    # Issue 12, items 1 and 4: each of these was a UnicodeEncodeError traceback with --db.
+    completed = subprocess.run(
+        [sys.executable, "-m", "ticket_tools", "call", *argv, "--db", str(database)],
+        input=stdin,
+        capture_output=True,
+        check=False,
+        env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": ""},
+    )
+    assert (completed.returncode, completed.stdout, completed.stderr) == expected

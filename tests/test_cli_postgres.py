@@ -77,7 +77,11 @@ def test_records_on_the_command_line_win_over_the_environment(
     records = _write(tmp_path / "records.json", fixture_records())
     status = cli.main([*GAMMA_CALL, "--records", str(records)])
     out, err = capsys.readouterr()
-    assert (status, json.loads(out), err) == (1, {"ok": False, "code": "not_found"}, "")
+    assert (status, json.loads(out), err) == (
+        1,
+        {"ok": False, "code": "not_found"},
+        "ticket-tools: not_found: no ticket with that ID is visible in this session\n",
+    )
 
 
 @pytest.mark.usefixtures("gamma")

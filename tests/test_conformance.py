@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from jsonschema import Draft202012Validator
 
-from strategies import argument_objects
+from argument_edges import argument_objects
 from ticket_tools import ArgError, Tool
 from ticket_tools.arguments import parse_arguments
 from ticket_tools.catalog import REGISTRY

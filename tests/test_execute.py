@@ -6,12 +6,17 @@ beside it comes from the same `Arg` declaration the schema comes from.
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
+from collections.abc import Iterator
+from types import MappingProxyType
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from expected import ALPHA, ALPHA_NO_READ
-from strategies import INJECTION_MARKER, edge_json_values, instruction_texts, invalid_values
+from argument_edges import INJECTION_MARKER, edge_json_values, instruction_texts, invalid_values
+from expected import ALPHA, ALPHA_NO_READ, UNKNOWN_TOOL_DETAIL
 from ticket_tools import Arg, Tool, execute_tool, fixture_records, run_tool
 from ticket_tools.catalog import REGISTRY
 
@@ -78,7 +83,7 @@ def test_detail_names_the_argument_and_rule(name: str, args: object, detail: str
             {},
             ALPHA,
             {"ok": False, "code": "unknown_tool"},
-            "unknown tool; the tools are: get_ticket, search_tickets",
+            UNKNOWN_TOOL_DETAIL,
             id="unknown-tool",
         ),
         pytest.param(
@@ -151,5 +156,72 @@ def test_unknown_tool_name_is_never_echoed(name: str, args: object) -> None:
     outcome = run_tool(name, args, ALPHA, fixture_records())
     assert (outcome.result, outcome.detail) == (
         {"ok": False, "code": "unknown_tool"},
-        "unknown tool; the tools are: get_ticket, search_tickets",
+        UNKNOWN_TOOL_DETAIL,
     )
+
+
+# --- What the entry point accepts as arguments (issue 12, item 3) ---
+
+
+class _SilentDict(dict[str, object]):
+    """Iterates over nothing, so a key check that iterates sees no unknown key."""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+
+class _EqualsEverything(str):
+    """Equal to every name, so `key not in names` is always False."""
+
+    __hash__ = str.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+
+class _RaisingKey:
+    """Raises from __eq__, as anything comparing it to a name would find out."""
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("compared")
+
+
+NOT_AN_OBJECT = "the arguments must be a JSON object"
+
+
+# The rule: arguments are exactly what JSON produces, a plain dict with plain str keys.
+# Anything else is invalid_arguments, and no method of it is called.
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param(
+            _SilentDict({"ticket_id": "TKT-108", "tenant": "beta"}), id="dict-subclass-hides-keys"
+        ),
+        pytest.param(_SilentDict(), id="empty-dict-subclass"),
+        pytest.param(
+            {"ticket_id": "TKT-104", _EqualsEverything("tenant"): "beta"}, id="key-equals-all"
+        ),
+        pytest.param({_EqualsEverything("ticket_id"): "TKT-104"}, id="str-subclass-key"),
+        pytest.param({"ticket_id": "TKT-104", _RaisingKey(): 1}, id="key-eq-raises"),
+        pytest.param({"ticket_id": "TKT-104", 1: "x"}, id="int-key"),
+        pytest.param({"ticket_id": "TKT-104", None: "x"}, id="none-key"),
+        pytest.param({("ticket_id",): "TKT-104"}, id="tuple-key"),
+        pytest.param(MappingProxyType({"ticket_id": "TKT-104"}), id="mapping-not-dict"),
+        pytest.param(OrderedDict(ticket_id="TKT-104"), id="ordered-dict"),
+    ],
+)
+def test_only_a_plain_dict_with_str_keys_is_an_arguments_object(args: object) -> None:
+    outcome = run_tool("get_ticket", args, ALPHA, fixture_records())
+    assert (outcome.result, outcome.detail) == (INVALID, NOT_AN_OBJECT)
+    assert execute_tool("get_ticket", args, ALPHA, fixture_records()) == INVALID
+
+
+def test_a_plain_dict_with_str_keys_is_accepted() -> None:
+    args = json.loads('{"ticket_id": "TKT-104"}')
+    assert execute_tool("get_ticket", args, ALPHA, fixture_records()) == {
+        "ok": True,
+        "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"},
+    }

@@ -1,4 +1,4 @@
-"""Each model API's export: pinned by a golden file, a valid JSON Schema inside, documented shape.
+"""Each model API's export: pinned by a golden file, valid for its SDK's type, JSON Schema inside.
 
 Regenerate the golden files after a deliberate change with
 `UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_exports.py`: that run rewrites
@@ -10,13 +10,21 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import mcp_types
 import pytest
+from anthropic.types import ToolParam as AnthropicToolParam
+from google.genai import types as genai_types
 from jsonschema import Draft202012Validator
+from openai.types.chat import ChatCompletionFunctionToolParam
+from openai.types.responses import FunctionToolParam
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ticket_tools import Tool, ToolRegistry, tool_declarations
-from ticket_tools.arguments import Arg, object_schema
+from ticket_tools import Outcome, TicketStore, Tool, ToolRegistry, tool_declarations
+from ticket_tools.arguments import Arg, Arguments, object_schema
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
 from ticket_tools.exports import (
@@ -28,6 +36,7 @@ from ticket_tools.exports import (
     without_keywords,
 )
 from ticket_tools.outcome import success
+from ticket_tools.registry import READ_ONLY, Annotations
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -109,11 +118,12 @@ def test_schema_part_is_the_one_derived_from_the_arguments(fmt: ExportFormat) ->
                 "name": "t",
                 "description": "d",
                 "inputSchema": "S",
+                # A tool that declares no annotations: MCP's own defaults, the cautious ones.
                 "annotations": {
-                    "readOnlyHint": True,
-                    "destructiveHint": False,
-                    "idempotentHint": True,
-                    "openWorldHint": False,
+                    "readOnlyHint": False,
+                    "destructiveHint": True,
+                    "idempotentHint": False,
+                    "openWorldHint": True,
                 },
             },
             id="mcp",
@@ -126,6 +136,45 @@ def test_shape_of_each_format(fmt: ExportFormat, expected: dict[str, object]) ->
     (declaration,) = export_declarations(fmt, registry)
     schema = json.dumps(object_schema(arguments))
     assert declaration == json.loads(json.dumps(expected).replace('"S"', schema))
+
+
+def test_mcp_annotations_are_each_tools_own() -> None:
+    def handler(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
+        return success()
+
+    adds = Annotations(read_only=False, destructive=False, idempotent=False, open_world=False)
+    registry = ToolRegistry(
+        [
+            Tool("reads", "d", (), handler, annotations=READ_ONLY),
+            Tool("adds", "d", (), handler, annotations=adds),
+            Tool("says_nothing", "d", (), handler),
+        ]
+    )
+    hints = [declaration["annotations"] for declaration in export_declarations("mcp", registry)]
+    assert hints == [
+        {
+            "readOnlyHint": True,
+            "destructiveHint": False,
+            "idempotentHint": True,
+            "openWorldHint": False,
+        },
+        {
+            "readOnlyHint": False,
+            "destructiveHint": False,
+            "idempotentHint": False,
+            "openWorldHint": False,
+        },
+        {
+            "readOnlyHint": False,
+            "destructiveHint": True,
+            "idempotentHint": False,
+            "openWorldHint": True,
+        },
+    ]
+
+
+def test_every_registered_tool_declares_itself_read_only() -> None:
+    assert {tool.name: tool.annotations for tool in REGISTRY if tool.annotations != READ_ONLY} == {}
 
 
 def test_no_gemini_schema_holds_a_rejected_keyword() -> None:
@@ -194,3 +243,146 @@ def test_cli_rejects_an_unknown_format(capsys: pytest.CaptureFixture[str]) -> No
     assert exit_info.value.code == 2
     _, err = capsys.readouterr()
     assert "argument --format: invalid choice: 'cohere'" in err
+
+
+# --- Each export against the provider SDK's own type ----------------------------
+#
+# What rejects a wrong shape, checked on this machine: pydantic enforces a TypedDict's
+# Required keys and, with strict=True, exact value types (a "false" string is not a bool),
+# but drops keys the TypedDict does not declare, and TypeAdapter takes no config to forbid
+# them. So each export must also come back from validation unchanged: a key the provider's
+# type does not know is dropped there, and the comparison fails. google-genai's
+# FunctionDeclaration forbids unknown keys itself; mcp's Tool ignores them, and by_name=False
+# makes it read the wire's camelCase names only (else `input_schema` would pass as
+# `inputSchema`). None of these types checks the schema inside (its "type" or keywords):
+# the JSON Schema tests above do.
+
+
+def _typed_dict(kind: type[object]) -> Callable[[object], object]:
+    adapter = TypeAdapter(kind)
+    return lambda declaration: adapter.validate_python(declaration, strict=True)
+
+
+def _model(kind: type[BaseModel]) -> Callable[[object], object]:
+    def validate(declaration: object) -> object:
+        model = kind.model_validate(declaration, strict=True, by_alias=True, by_name=False)
+        return model.model_dump(by_alias=True, exclude_none=True, mode="json")
+
+    return validate
+
+
+PROVIDER_TYPES: dict[ExportFormat, Callable[[object], object]] = {
+    "openai": _typed_dict(FunctionToolParam),
+    "openai-chat": _typed_dict(ChatCompletionFunctionToolParam),
+    "anthropic": _typed_dict(AnthropicToolParam),
+    "gemini": _model(genai_types.FunctionDeclaration),
+    "mcp": _model(mcp_types.Tool),
+}
+"""Each model API's format, validated by its SDK's type, as the SDK would read it back."""
+
+
+def test_every_format_but_plain_json_schema_has_a_provider_type() -> None:
+    assert sorted(PROVIDER_TYPES) == sorted(set(FORMATS) - {"json-schema"})
+
+
+@pytest.mark.parametrize("source", ["golden", "export_declarations"])
+@pytest.mark.parametrize("fmt", sorted(PROVIDER_TYPES))
+def test_export_is_valid_for_the_providers_own_type(fmt: ExportFormat, source: str) -> None:
+    if source == "golden":
+        declarations = json.loads((GOLDEN / f"{fmt}.json").read_text(encoding="utf-8"))
+    else:
+        declarations = export_declarations(fmt)
+    assert [PROVIDER_TYPES[fmt](d) for d in declarations] == declarations
+
+
+def _broken(fmt: ExportFormat, change: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
+    """The first export of `fmt`, deep-copied, then changed by `change`."""
+    declaration: dict[str, Any] = json.loads(json.dumps(export_declarations(fmt)[0]))
+    change(declaration)
+    return declaration
+
+
+@pytest.mark.parametrize(
+    ("fmt", "declaration", "error"),
+    [
+        pytest.param(
+            "openai",
+            _broken("openai", lambda d: d.pop("strict")),
+            ("strict", "missing"),
+            id="openai-without-strict",
+        ),
+        pytest.param(
+            "openai",
+            _broken("openai", lambda d: d.update(strict="false")),
+            ("strict", "bool_type"),
+            id="openai-strict-a-string",
+        ),
+        pytest.param(
+            "openai-chat",
+            export_declarations("openai")[0],
+            ("function", "missing"),
+            id="openai-chat-given-the-responses-shape",
+        ),
+        pytest.param(
+            "anthropic",
+            export_declarations("json-schema")[0],
+            ("input_schema", "missing"),
+            id="anthropic-given-parameters",
+        ),
+        pytest.param(
+            "gemini",
+            export_declarations("anthropic")[0],
+            ("input_schema", "extra_forbidden"),
+            id="gemini-given-input_schema",
+        ),
+        pytest.param(
+            "mcp",
+            export_declarations("anthropic")[0],
+            ("inputSchema", "missing"),
+            id="mcp-given-snake-case",
+        ),
+        pytest.param(
+            "mcp",
+            _broken("mcp", lambda d: d["annotations"].update(readOnlyHint="true")),
+            ("annotations.readOnlyHint", "bool_type"),
+            id="mcp-hint-a-string",
+        ),
+    ],
+)
+def test_provider_type_rejects_a_wrong_shape(
+    fmt: ExportFormat, declaration: dict[str, Any], error: tuple[str, str]
+) -> None:
+    with pytest.raises(ValidationError) as raised:
+        PROVIDER_TYPES[fmt](declaration)
+    assert [
+        (".".join(str(part) for part in e["loc"]), e["type"]) for e in raised.value.errors()
+    ] == [error]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "declaration"),
+    [
+        pytest.param(
+            "openai", _broken("openai", lambda d: d.update(strct=False)), id="openai-misspelt"
+        ),
+        pytest.param(
+            "openai-chat",
+            _broken("openai-chat", lambda d: d["function"].update(input_schema={})),
+            id="openai-chat-nested-unknown-key",
+        ),
+        pytest.param(
+            "anthropic",
+            _broken("anthropic", lambda d: d.update(parameters={})),
+            id="anthropic-unknown-key",
+        ),
+        pytest.param(
+            "mcp", _broken("mcp", lambda d: d.update(input_schema={})), id="mcp-unknown-key"
+        ),
+    ],
+)
+def test_an_unknown_key_the_type_drops_fails_the_round_trip(
+    fmt: ExportFormat, declaration: dict[str, Any]
+) -> None:
+    validated = PROVIDER_TYPES[fmt](declaration)
+    assert validated != declaration
+    assert validated == PROVIDER_TYPES[fmt](export_declarations(fmt)[0])

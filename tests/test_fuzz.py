@@ -34,7 +34,7 @@ import pytest
 from hypothesis import given, settings
 
 from conftest import StoreFactory
-from strategies import ARG_CANARY, FUZZ_ROUNDS, STORE_CANARY, FuzzCall, FuzzCase, fuzz_cases
+from fuzz_cases import ARG_CANARY, FUZZ_ROUNDS, STORE_CANARY, FuzzCall, FuzzCase, fuzz_cases
 from ticket_tools import Records, TicketFilter, TicketStore, run_tool
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.search_tickets import DEFAULT_LIMIT

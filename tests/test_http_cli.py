@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from http_support import AUDIENCE, ISSUER, Issuer
+from ticket_tools import fixture_records
 from ticket_tools.cli import main
 
 Captured = pytest.CaptureFixture[str]
@@ -113,3 +114,47 @@ def test_urls_that_are_not_urls(capsys: Captured, jwks: str, extra: list[str]) -
     assert _fails(capsys, _http(jwks, *extra)) == (
         "ticket-tools: --issuer and --resource-url must be http(s) URLs\n"
     )
+
+
+def test_the_options_reach_the_server(
+    monkeypatch: pytest.MonkeyPatch, jwks: str, tmp_path: Path
+) -> None:
+    from ticket_tools import http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.tokens import TokenRules  # noqa: PLC0415
+
+    served: list[tuple[http_server.HttpOptions, object]] = []
+    monkeypatch.setattr(
+        http_server, "serve_http", lambda options, store: served.append((options, store))
+    )
+    records = tmp_path / "records.json"
+    org_ticket = '{"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}}'
+    records.write_text(org_ticket, "utf-8")
+    extra = [
+        "--tenant-claim", "org", "--read-scope", "helpdesk.read", "--stateless",
+        "--allowed-host", "a.example", "--allowed-host", "b.example:8443",
+        "--resource-url", "https://a.example/mcp", "--audit-log", str(tmp_path / "audit"),
+        "--records", str(records),
+    ]  # fmt: skip
+    assert main(_http(jwks, *extra, address="[::1]:8765")) == 0
+    assert main(_http(jwks)) == 0
+    assert served == [
+        (
+            http_server.HttpOptions(
+                host="::1",
+                port=8765,
+                jwks=jwks,
+                rules=TokenRules(ISSUER, AUDIENCE, tenant_claim="org", read_scope="helpdesk.read"),
+                stateless=True,
+                allowed_hosts=("a.example", "b.example:8443"),
+                resource_url="https://a.example/mcp",
+                audit_log=tmp_path / "audit",
+            ),
+            {"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}},
+        ),
+        (
+            http_server.HttpOptions(
+                host="127.0.0.1", port=0, jwks=jwks, rules=TokenRules(ISSUER, AUDIENCE)
+            ),
+            fixture_records(),
+        ),
+    ]

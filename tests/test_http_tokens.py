@@ -16,7 +16,6 @@ from mcp.server.auth.provider import AccessToken
 from http_support import (
     AUDIENCE,
     ISSUER,
-    NOW,
     READ,
     REFUSED,
     Issuer,
@@ -78,13 +77,14 @@ async def test_an_accepted_token_carries_its_identity(
     idp: Issuer, jwks_file: Path, alg: str
 ) -> None:
     verifier = JwtVerifier(KeySet(str(jwks_file)), RULES)
-    token_claims = claims("alpha", "user-1", exp=NOW + 600, client_id="host-app")
+    exp = int(time.time()) + 600
+    token_claims = claims("alpha", "user-1", exp=exp, client_id="host-app")
     token = idp.sign(token_claims, alg=alg)
     assert await verifier.verify_token(token) == AccessToken(
         token=token,
         client_id="host-app",
         scopes=["openid", READ],
-        expires_at=NOW + 600 + LEEWAY_SECONDS,
+        expires_at=exp + LEEWAY_SECONDS,
         resource=AUDIENCE,
         subject="user-1",
         claims=token_claims,

@@ -39,7 +39,8 @@ def served(call: Call, context: dict[str, object], records: Records) -> Observat
         return Observation(protocol_code=-32602, protocol_message=f"unknown_tool: {outcome.detail}")
     if result["ok"] is True:
         return Observation(result=result, text=json.dumps(result, ensure_ascii=False))
-    return Observation(result=result, is_error=True, text=f"{result['code']}: {outcome.detail}")
+    detailed = {**result, "detail": outcome.detail}
+    return Observation(result=detailed, is_error=True, text=f"{result['code']}: {outcome.detail}")
 
 
 # --- the generated store -------------------------------------------------------------------
@@ -247,6 +248,20 @@ def test_anything_but_the_expected_answer_is_wrong_or_an_error(
     seen: Observation, verdict: Verdict
 ) -> None:
     assert check(PAGE, T5, _records(), seen) == verdict
+
+
+def test_a_failure_must_carry_its_detail_and_no_other() -> None:
+    records = _records()
+    right = served(BAD, T5, records)
+    assert right.result is not None
+    bare = Observation(result={"ok": False, "code": "invalid_arguments"}, is_error=True)
+    other = Observation(result={**right.result, "detail": "x"}, is_error=True, text=right.text)
+    assert check(BAD, T5, records, right).outcome == "correct"
+    assert check(BAD, T5, records, Observation(**{**right.__dict__, "text": None})).outcome == (
+        "wrong"
+    )
+    assert check(BAD, T5, records, bare).outcome == "wrong"
+    assert check(BAD, T5, records, other).outcome == "wrong"
 
 
 def test_an_unknown_tool_must_be_the_protocol_error_with_its_message() -> None:

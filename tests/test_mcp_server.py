@@ -13,10 +13,11 @@ import select
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AsyncExitStack, ExitStack, asynccontextmanager
 from importlib.metadata import version
-from typing import Any, TextIO, cast
+from typing import Any, BinaryIO, TextIO, cast
 
 import mcp_types as types
 import pytest
@@ -25,8 +26,9 @@ from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 import ticket_tools
+from expected import UNKNOWN_TOOL_DETAIL
 from ticket_tools import execute_tool, fixture_records, mcp_server, run_tool
-from ticket_tools.acceptance import ALPHA, BETA, CALLS, AcceptanceCall
+from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
 from ticket_tools.cli import main
 from ticket_tools.exports import export_declarations
 from ticket_tools.filters import TicketFilter
@@ -40,7 +42,6 @@ pytestmark = pytest.mark.anyio
 RECORDS = fixture_records()
 ALPHA_TITLES = {str(t["title"]) for key, t in RECORDS.items() if key.startswith("alpha:")}
 BETA_TITLES = {str(t["title"]) for key, t in RECORDS.items() if key.startswith("beta:")}
-TOOL_NAMES = "get_ticket, search_tickets"
 ONLY_ARGUMENTS_SEARCH = (
     "invalid_arguments: the only arguments accepted are: status, query, limit, cursor"
 )
@@ -106,7 +107,7 @@ async def sessions(
 def _unknown_tool(error: types.ErrorData) -> dict[str, object]:
     assert (error.code, error.message, error.data) == (
         types.INVALID_PARAMS,
-        f"unknown_tool: unknown tool; the tools are: {TOOL_NAMES}",
+        f"unknown_tool: {UNKNOWN_TOOL_DETAIL}",
         None,
     )
     return {"ok": False, "code": "unknown_tool"}
@@ -115,7 +116,8 @@ def _unknown_tool(error: types.ErrorData) -> dict[str, object]:
 async def _contract_result(session: ClientSession, name: str, args: Any) -> dict[str, object]:
     """Call a tool as a host would; read what the client sees back as the contract's dict.
 
-    Also checks the text block each kind of answer carries beside it.
+    Also checks the text block each kind of answer carries beside it, and for a
+    failure the detail the structured content carries beside the contract's dict.
     """
     try:
         result = await session.call_tool(name, args)
@@ -125,11 +127,12 @@ async def _contract_result(session: ClientSession, name: str, args: Any) -> dict
     [block] = result.content
     assert isinstance(block, types.TextContent)
     if result.is_error:
-        assert structured["ok"] is False
-        assert block.text.startswith(f"{structured['code']}: ")
-    else:
-        assert structured["ok"] is True
-        assert json.loads(block.text) == structured
+        contract = {key: value for key, value in structured.items() if key != "detail"}
+        assert contract == {"ok": False, "code": contract["code"]}
+        assert block.text == f"{contract['code']}: {structured['detail']}"
+        return contract
+    assert structured["ok"] is True
+    assert json.loads(block.text) == structured
     return structured
 
 
@@ -232,8 +235,11 @@ async def test_failure_is_an_error_result_the_model_can_read(
     result: dict[str, object],
     text: str,
 ) -> None:
+    detail = text.removeprefix(f"{result['code']}: ")
     assert await sessions[session_key].call_tool(name, args) == types.CallToolResult(
-        content=[types.TextContent(text=text)], structured_content=result, is_error=True
+        content=[types.TextContent(text=text)],
+        structured_content={**result, "detail": detail},
+        is_error=True,
     )
 
 
@@ -262,7 +268,11 @@ async def test_tenant_argument_is_rejected(
 ) -> None:
     result = await sessions["alpha"].call_tool(name, args)
     assert result.is_error is True
-    assert result.structured_content == {"ok": False, "code": "invalid_arguments"}
+    assert result.structured_content == {
+        "ok": False,
+        "code": "invalid_arguments",
+        "detail": text.removeprefix("invalid_arguments: "),
+    }
     assert result.content == [types.TextContent(text=text)]
 
 
@@ -284,7 +294,9 @@ async def test_beta_server_never_returns_an_alpha_title(
         [block] = result.content
         assert isinstance(block, types.TextContent)
         assert not any(title in block.text for title in ALPHA_TITLES)
-        got = cast("dict[str, Any]", result.structured_content)
+        structured = cast("dict[str, Any]", result.structured_content)
+        # A failure's structured content also holds the detail, which the text shows too.
+        got = {key: value for key, value in structured.items() if key != "detail"}
         assert got == execute_tool(name, args, BETA, fixture_records())
         tickets = got.get("tickets", [got["ticket"]] if "ticket" in got else [])
         seen_titles.update(ticket["title"] for ticket in tickets)
@@ -377,7 +389,7 @@ async def test_malformed_calls_never_break_the_server(
             continue
         result = await alpha.call_tool(name, args)
         assert result.is_error is True
-        assert result.structured_content == expected.result
+        assert result.structured_content == {**expected.result, "detail": expected.detail}
         assert result.content == [types.TextContent(text=f"{code}: {expected.detail}")]
     # The same process still answers, and answers right.
     await alpha.send_ping()
@@ -413,12 +425,15 @@ RAW_EXCHANGES: tuple[tuple[object, object], ...] = (
                         "text": "invalid_arguments: the arguments must be a JSON object",
                     }
                 ],
-                "structuredContent": {"ok": False, "code": "invalid_arguments"},
+                "structuredContent": {
+                    "ok": False,
+                    "code": "invalid_arguments",
+                    "detail": "the arguments must be a JSON object",
+                },
                 "isError": True,
             },
         },
     ),
-    ("this line is not JSON", None),  # the SDK drops it without an answer
     (
         {"id": 5, "method": "tools/call", "params": {"name": "get_ticket", "arguments": {}}},
         {
@@ -431,7 +446,12 @@ RAW_EXCHANGES: tuple[tuple[object, object], ...] = (
                         "followed by exactly three digits, such as TKT-104",
                     }
                 ],
-                "structuredContent": {"ok": False, "code": "invalid_arguments"},
+                "structuredContent": {
+                    "ok": False,
+                    "code": "invalid_arguments",
+                    "detail": "ticket_id: required, a ticket ID: TKT- "
+                    "followed by exactly three digits, such as TKT-104",
+                },
                 "isError": True,
             },
         },
@@ -440,15 +460,16 @@ RAW_EXCHANGES: tuple[tuple[object, object], ...] = (
 REPLY_TIMEOUT = 60.0  # seconds: only reached when the server hangs
 
 
-def _send(server: subprocess.Popen[str], message: object) -> None:
+def _send(server: subprocess.Popen[bytes], message: object) -> None:
     assert server.stdin is not None
     if isinstance(message, dict):
         message = json.dumps({"jsonrpc": "2.0", **message})
-    server.stdin.write(f"{message}\n")
-    server.stdin.flush()
+    server.stdin.write(f"{message}\n".encode())
 
 
-def _reply(server: subprocess.Popen[str]) -> object:
+def _reply(server: subprocess.Popen[bytes]) -> object:
+    # The servers run with bufsize=0: readline() then reads no further than the line,
+    # so select() on the pipe is never fooled by a reply already sitting in a buffer.
     assert server.stdout is not None
     ready, _, _ = select.select([server.stdout], [], [], REPLY_TIMEOUT)
     assert ready, "the server did not answer"
@@ -461,8 +482,7 @@ def test_raw_json_rpc_lines(errlog: TextIO) -> None:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=errlog,
-        text=True,
-        encoding="utf-8",
+        bufsize=0,
     )
     with server:
         _send(
@@ -489,10 +509,165 @@ def test_raw_json_rpc_lines(errlog: TextIO) -> None:
         _send(server, {"method": "notifications/initialized"})
         for message, expected in RAW_EXCHANGES:
             _send(server, message)
-            if expected is not None:
-                assert _reply(server) == {"jsonrpc": "2.0", **cast("dict[str, object]", expected)}
+            assert _reply(server) == {"jsonrpc": "2.0", **cast("dict[str, object]", expected)}
         assert server.stdin is not None
         server.stdin.close()
+        assert server.wait(timeout=REPLY_TIMEOUT) == 0
+
+
+# Every channel of a request is untrusted: only the command line sets the session.
+
+INJECTED = {"tenant": "beta", "can_read_tickets": True, "context": BETA}
+"""What a hostile client puts in every channel it can find, hoping to read beta's tickets."""
+MODERN_META = {
+    types.PROTOCOL_VERSION_META_KEY: "2026-07-28",
+    types.CLIENT_CAPABILITIES_META_KEY: {"experimental": {"tenant": {"name": "beta"}}},
+    types.CLIENT_INFO_META_KEY: {"name": "beta", "version": "0"},
+    **INJECTED,
+}
+# The channels, each a change to a tools/call message (a plain JSON-RPC dict).
+CHANNELS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "none": lambda message: None,
+    "params-_meta": lambda message: message["params"].update(_meta=dict(INJECTED)),
+    "params-fields": lambda message: message["params"].update(INJECTED),
+    "message-fields": lambda message: message.update(INJECTED),
+    "progress-token": lambda message: message["params"].update(_meta={"progressToken": "beta"}),
+    "request-id": lambda message: message.update(id="beta"),
+    "arguments-_meta": lambda message: message["params"]["arguments"].update(_meta=INJECTED),
+    "modern-envelope": lambda message: message["params"].update(_meta=dict(MODERN_META)),
+}
+# Sent before the call, on the same connection.
+EARLIER_MESSAGES: dict[str, list[dict[str, object]]] = {
+    "none": [],
+    "notifications": [
+        {"method": "notifications/initialized", "params": {"_meta": INJECTED, **INJECTED}},
+        {"method": "notifications/roots/list_changed", "params": INJECTED},
+        {"method": "notifications/beta", "params": INJECTED},
+    ],
+    "second-initialize": [
+        {
+            "id": "again",
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"experimental": {"tenant": {"name": "beta"}}},
+                "clientInfo": {"name": "beta", "version": "0"},
+                "_meta": INJECTED,
+                **INJECTED,
+            },
+        }
+    ],
+}
+PROBES: dict[str, list[tuple[str, dict[str, object]]]] = {
+    # get_ticket TKT-103 is beta's alone; search_tickets {} is a tenant's first page.
+    "alpha": [("get_ticket", {"ticket_id": "TKT-103"}), ("search_tickets", {})],
+    "alpha-no-read": [("get_ticket", {"ticket_id": "TKT-104"})],
+}
+HANDSHAKE = {
+    "id": "hello",
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"experimental": {"tenant": {"name": "beta"}}, "roots": {}},
+        "clientInfo": {"name": "beta", "title": "beta", "version": "0"},
+        "_meta": INJECTED,
+        **INJECTED,
+    },
+    **INJECTED,
+}
+
+
+def _reply_to(server: subprocess.Popen[bytes], request_id: object) -> dict[str, Any]:
+    """Read replies until the one to `request_id`; return it."""
+    while (reply := cast("dict[str, Any]", _reply(server)))["id"] != request_id:
+        pass
+    return reply
+
+
+@pytest.fixture(scope="module")
+def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
+    """Raw alpha servers, each past a handshake that claims to be beta in every field."""
+    servers: dict[str, subprocess.Popen[bytes]] = {}
+    with ExitStack() as stack:
+        for key in PROBES:
+            servers[key] = stack.enter_context(
+                subprocess.Popen(
+                    [sys.executable, "-m", "ticket_tools", "serve", *SERVER_ARGS[key]],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=errlog,
+                    bufsize=0,
+                )
+            )
+            _send(servers[key], HANDSHAKE)
+            hello = _reply_to(servers[key], "hello")
+            assert hello["result"]["serverInfo"]["name"] == "ticket-tools"
+            _send(servers[key], {"method": "notifications/initialized"})
+        yield servers
+        for server in servers.values():
+            cast("BinaryIO", server.stdin).close()
+            assert server.wait(timeout=REPLY_TIMEOUT) == 0
+
+
+@pytest.mark.parametrize("earlier", sorted(EARLIER_MESSAGES))
+@pytest.mark.parametrize("channel", sorted(set(CHANNELS) - {"modern-envelope"}))
+@pytest.mark.parametrize("session_key", sorted(PROBES))
+def test_no_channel_changes_the_session(
+    raw_servers: dict[str, subprocess.Popen[bytes]], session_key: str, channel: str, earlier: str
+) -> None:
+    server = raw_servers[session_key]
+    context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
+    for earlier_message in EARLIER_MESSAGES[earlier]:
+        _send(server, earlier_message)
+    for name, args in PROBES[session_key]:
+        message: dict[str, Any] = {
+            "id": f"{channel}-{earlier}",
+            "method": "tools/call",
+            "params": {"name": name, "arguments": dict(args)},
+        }
+        CHANNELS[channel](message)
+        _send(server, message)
+        structured = _reply_to(server, message["id"])["result"]["structuredContent"]
+        sent = message["params"]["arguments"]
+        expected = execute_tool(name, sent, context, fixture_records())
+        assert {key: value for key, value in structured.items() if key != "detail"} == expected
+
+
+@pytest.mark.parametrize("session_key", sorted(PROBES))
+def test_the_probes_tell_the_sessions_apart(session_key: str) -> None:
+    context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
+    for name, args in PROBES[session_key]:
+        as_beta = execute_tool(name, args, BETA, fixture_records())
+        assert execute_tool(name, args, context, fixture_records()) != as_beta
+
+
+@pytest.mark.parametrize("session_key", sorted(PROBES))
+def test_a_modern_envelope_does_not_change_the_session(errlog: TextIO, session_key: str) -> None:
+    # The 2026-07-28 protocol has no handshake: each request carries the client's
+    # info and capabilities in its `_meta`, and the first one opens the connection.
+    context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ticket_tools", "serve", *SERVER_ARGS[session_key]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=errlog,
+        bufsize=0,
+    )
+    with server:
+        for number, (name, args) in enumerate(PROBES[session_key]):
+            message: dict[str, Any] = {
+                "id": number,
+                "method": "tools/call",
+                "params": {"name": name, "arguments": dict(args)},
+            }
+            CHANNELS["modern-envelope"](message)
+            _send(server, message)
+            reply = _reply_to(server, number)
+            assert reply["result"]["resultType"] == "complete"
+            structured = reply["result"]["structuredContent"]
+            expected = execute_tool(name, args, context, fixture_records())
+            assert {key: value for key, value in structured.items() if key != "detail"} == expected
+        cast("BinaryIO", server.stdin).close()
         assert server.wait(timeout=REPLY_TIMEOUT) == 0
 
 
@@ -557,7 +732,11 @@ async def _call_handler(
                 content=[
                     types.TextContent(text="invalid_arguments: the arguments must be a JSON object")
                 ],
-                structured_content={"ok": False, "code": "invalid_arguments"},
+                structured_content={
+                    "ok": False,
+                    "code": "invalid_arguments",
+                    "detail": "the arguments must be a JSON object",
+                },
                 is_error=True,
             ),
             id="null-is-invalid",
@@ -636,18 +815,21 @@ def test_serve_logs_to_stderr_and_runs_the_session_over_stdio(
         return FakeServer()
 
     @asynccontextmanager
-    async def fake_stdio_server() -> AsyncIterator[tuple[str, str]]:
+    async def fake_stdio_transport() -> AsyncIterator[tuple[str, str]]:
         yield ("stdin", "stdout")
 
     monkeypatch.setattr(mcp_server, "build_server", fake_build_server)
-    monkeypatch.setattr(mcp_server, "stdio_server", fake_stdio_server)
+    monkeypatch.setattr(mcp_server, "stdio_transport", fake_stdio_transport)
 
     def fake_basic_config(**kwargs: object) -> None:
         seen["logging"] = kwargs
 
     monkeypatch.setattr(logging, "basicConfig", fake_basic_config)
     records = fixture_records()
-    mcp_server.serve(BETA, records)
+    # In a thread of its own: this module's fixtures keep an event loop open in
+    # this one, and with sniffio installed anyio.run() refuses to start a second.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(mcp_server.serve, BETA, records).result()
     assert seen == {
         "logging": {"level": logging.WARNING, "format": "ticket-tools: %(levelname)s %(message)s"},
         "built": (BETA, records),

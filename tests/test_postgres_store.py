@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from conftest import OWNER, READER, PostgresDatabase, StoreFactory
 from expected import ALPHA, ALPHA_TICKETS, BETA_T103, BETA_T104, BETA_T108, T101, T104
-from strategies import multi_tenant_records, store_page_requests
+from test_sqlite_store import TRAP_RECORDS, _odd_requests, multi_tenant_records, store_find_requests
 from ticket_tools import DictStore, Records, fixture_records, postgres_store
 from ticket_tools.filters import TicketFilter
 from ticket_tools.mcp_server import build_server
@@ -31,7 +31,7 @@ from ticket_tools.postgres_store import (
     import_dsn,
     import_records,
 )
-from ticket_tools.sqlite_store import RecordsError
+from ticket_tools.records import RecordsError
 from ticket_tools.store import StoreError
 
 BETA_TICKETS = [BETA_T103, BETA_T104, BETA_T108]
@@ -384,6 +384,44 @@ async def test_over_mcp_a_stopped_server_is_the_fixed_internal_error(
     assert (before.structured_content, after.structured_content) == (expected, expected)
 
 
+# The tempting text filter, with PostgreSQL's lower(): under the column's collation ("C"),
+# and under the cluster's locale (C.UTF-8, libc).
+NAIVE_SQL = {
+    "C": "SELECT id FROM tickets WHERE strpos(lower(title), lower(%s)) > 0 ORDER BY id",
+    "libc": (
+        'SELECT id FROM tickets WHERE strpos(lower(title COLLATE "default"), lower(%s)) > 0 '
+        "ORDER BY id"
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("collation", "query", "naive_ids"),
+    [
+        # "C" folds ASCII only: É stays. Python finds TKT-106 and TKT-107.
+        pytest.param("C", "école", [], id="C-folds-ascii-only"),
+        # libc lowers 'İ' to 'i' (Python: 'i' and a combining dot), and capital sigma
+        # always to the medial form, never the word-final one. Python finds nothing.
+        pytest.param("libc", "istanbul", ["TKT-108"], id="libc-dotted-capital-i"),
+        pytest.param("libc", "Σ", ["TKT-112"], id="libc-final-sigma"),
+    ],
+)
+def test_postgres_lower_would_break_the_traps(
+    postgres_factory: StoreFactory,
+    database: PostgresDatabase,
+    collation: str,
+    query: str,
+    naive_ids: list[str],
+) -> None:
+    # PostgreSQL's own lower() answers these trap queries differently from Python's,
+    # so the store compares with title_lower, lowered by Python at import.
+    postgres_factory(TRAP_RECORDS)
+    with psycopg.connect(database.reader) as reader:
+        reader.execute("SELECT set_config('app.tenant', 'alpha', true)")
+        rows = reader.execute(NAIVE_SQL[collation], (query,)).fetchall()
+    assert [row[0] for row in rows] == naive_ids
+
+
 # --- Values PostgreSQL text cannot hold, and limits ---
 
 
@@ -420,9 +458,37 @@ def test_unstorable_tenants_have_no_tickets(fixture_store: PostgresStore, tenant
     assert fixture_store.find(tenant, TicketFilter(), limit=None) == []
 
 
-def test_an_unstorable_cursor_is_a_programmer_error(fixture_store: PostgresStore) -> None:
-    with pytest.raises(ValueError, match="no NUL, no lone surrogate"):
-        fixture_store.find("alpha", TicketFilter(after="TKT-1\x00"), limit=1)
+@pytest.mark.parametrize(
+    ("after", "ids"),
+    [
+        pytest.param("TKT-104", ["TKT-107", "TKT-110"], id="a-stored-id"),
+        pytest.param("TKT-10", ["TKT-101", "TKT-102"], id="a-prefix-of-ids"),
+        pytest.param("TKT-1\x00", ["TKT-101", "TKT-102"], id="nul-below-every-longer-id"),
+        pytest.param("TKS\ud800", ["TKT-101", "TKT-102"], id="surrogate-below-every-id"),
+        pytest.param("TKT-\ud800", [], id="surrogate-above-every-id"),
+    ],
+)
+def test_a_cursor_of_any_text_is_a_position(
+    fixture_store: PostgresStore, after: str, ids: list[str]
+) -> None:
+    # The bound sent is storable text even when the cursor is not; the answer is the dict's.
+    where = TicketFilter(after=after)
+    found = fixture_store.find("alpha", where, limit=2)
+    assert [t["id"] for t in found] == ids
+    assert found == DictStore(fixture_records()).find("alpha", where, limit=2)
+
+
+@pytest.mark.parametrize(
+    ("after", "bound"),
+    [
+        pytest.param("TKT-104", "TKT-104\x01", id="plain"),
+        pytest.param("TKT-1\x00x", "TKT-1\x01", id="nul"),
+        pytest.param("TKT-\udfffx", "TKT-\ue000", id="surrogate"),
+        pytest.param("", "\x01", id="empty"),
+    ],
+)
+def test_lower_bound(after: str, bound: str) -> None:
+    assert postgres_store._lower_bound(after) == bound
 
 
 @pytest.mark.parametrize(
@@ -530,9 +596,14 @@ def test_import_into_a_missing_database(database: PostgresDatabase) -> None:
 
 def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, scratch: str) -> None:
     _owner_runs(database, scratch, "CREATE TABLE tickets (key text, body text)")
+    dsn = _dsn(database, OWNER, scratch)
     with pytest.raises(StoreError) as raised:
-        import_dsn(_dsn(database, OWNER, scratch), fixture_records())
-    assert raised.value.reason == "schema"
+        import_dsn(dsn, fixture_records())
+    assert (raised.value.reason, str(raised.value)) == (
+        "schema",
+        f"{describe(dsn)} has no ticket-tools tickets table (schema version 1) "
+        "with its row-level security forced",
+    )
 
 
 @pytest.mark.parametrize(
@@ -546,7 +617,7 @@ def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, sc
         pytest.param(
             {"a:b:TKT-101": {"id": "TKT-101", "title": "t", "status": "open"}},
             'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
-            id="the-sqlite-rules-apply",
+            id="the-records-rules-apply",
         ),
     ],
 )
@@ -586,24 +657,37 @@ def _without_nul(records: dict[str, dict[str, str]]) -> dict[str, dict[str, str]
 storable_records = multi_tenant_records().map(_without_nul)
 
 
-@given(records=storable_records, request=store_page_requests, data=st.data())
-def test_page_matches_the_dict_store(
+@given(records=storable_records, request=store_find_requests, data=st.data())
+def test_find_matches_the_dict_store(
     postgres_factory: StoreFactory,
     records: dict[str, dict[str, str]],
-    request: dict[str, object],
+    request: tuple[str, TicketFilter, int | None],
     data: st.DataObject,
 ) -> None:
-    where = TicketFilter(
-        cast("str | None", request["status"]),
-        cast("str | None", request["query"]),
-        cast("str | None", request["after"]),
-    )
-    tenant, count = cast(str, request["tenant"]), cast(int, request["count"])
+    tenant, where, limit = request
     store = postgres_factory(records)
     assert isinstance(store, PostgresStore)
-    assert store.find(tenant, where, limit=count) == DictStore(records).find(
-        tenant, where, limit=count
-    )
+    dict_store = DictStore(records)
+    assert store.find(tenant, where, limit=limit) == dict_store.find(tenant, where, limit=limit)
     key = data.draw(st.sampled_from([*records, "alpha:TKT-999"]), label="key")
     tenant, _, ticket_id = key.rpartition(":")
-    assert store.get(tenant, ticket_id) == DictStore(records).get(tenant, ticket_id)
+    assert store.get(tenant, ticket_id) == dict_store.get(tenant, ticket_id)
+
+
+@given(records=storable_records, request=_odd_requests)
+def test_any_text_gets_the_dict_stores_answer(
+    postgres_factory: StoreFactory, records: dict[str, dict[str, str]], request: dict[str, object]
+) -> None:
+    # Tenants, statuses, texts and cursors with lone surrogates around them: never a raise.
+    where = TicketFilter(
+        cast("str | None", request["status"]),
+        cast("str | None", request["text"]),
+        cast("str | None", request["after"]),
+    )
+    tenant, limit = cast(str, request["tenant"]), cast("int | None", request["limit"])
+    store = postgres_factory(records)
+    assert isinstance(store, PostgresStore)
+    dict_store = DictStore(records)
+    assert store.find(tenant, where, limit=limit) == dict_store.find(tenant, where, limit=limit)
+    ticket_id = where.after if where.after is not None else "TKT-001"
+    assert store.get(tenant, ticket_id) == dict_store.get(tenant, ticket_id)

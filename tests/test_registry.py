@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from expected import ALPHA
+from expected import ALPHA, TOOL_NAMES
 from ticket_tools import (
     Arg,
     Outcome,
@@ -22,6 +22,7 @@ from ticket_tools.arguments import Arguments
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.filters import STATUS_ARG, filter_from
 from ticket_tools.outcome import success
+from ticket_tools.registry import READ_ONLY, Annotations
 
 UNKNOWN = {"ok": False, "code": "unknown_tool"}
 INVALID = {"ok": False, "code": "invalid_arguments"}
@@ -69,7 +70,7 @@ def test_a_str_subclass_is_not_looked_up() -> None:
 
 
 def test_registry_order_is_the_declaration_order() -> None:
-    assert [tool.name for tool in REGISTRY] == ["get_ticket", "search_tickets"]
+    assert [tool.name for tool in REGISTRY] == list(TOOL_NAMES)
 
 
 def test_registering_a_name_twice_raises() -> None:
@@ -83,40 +84,86 @@ def test_registering_a_name_twice_raises() -> None:
         ToolRegistry([tool, tool])
 
 
-def _count_tickets(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
+# A name no real tool will take, so the demo never collides with one that is added.
+DEMO_NAME = "demo_count_tool_for_tests"
+
+
+def _count(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
     found = store.find(tenant, filter_from(args), limit=None)
     return success(count=len(found))
 
 
-COUNT_TICKETS = Tool(
-    name="count_tickets",
+DEMO_TOOL = Tool(
+    name=DEMO_NAME,
     description="Count the organisation's tickets, optionally of one status.",
     arguments=(STATUS_ARG,),
-    handler=_count_tickets,
+    handler=_count,
+    annotations=READ_ONLY,
 )
 
 
 def test_a_third_tool_is_one_registry_entry() -> None:
-    registry = ToolRegistry([*REGISTRY, COUNT_TICKETS])
+    registry = ToolRegistry([*REGISTRY, DEMO_TOOL])
     records = fixture_records()
 
     def call(name: str, args: object, context: Mapping[str, object] = ALPHA) -> object:
         return run_tool(name, args, context, records, registry=registry).result
 
-    assert call("count_tickets", {}) == {"ok": True, "count": 7}
-    assert call("count_tickets", {"status": "closed"}) == {"ok": True, "count": 3}
+    assert call(DEMO_NAME, {}) == {"ok": True, "count": 7}
+    assert call(DEMO_NAME, {"status": "closed"}) == {"ok": True, "count": 3}
     # The shared checks hold for it without a line of its own.
-    assert call("count_tickets", {"tenant": "beta"}) == INVALID
-    assert call("count_tickets", {"status": None}) == INVALID
-    assert call("count_tickets", {}, {"tenant": "alpha", "can_read_tickets": False}) == FORBIDDEN
+    assert call(DEMO_NAME, {"tenant": "beta"}) == INVALID
+    assert call(DEMO_NAME, {"status": None}) == INVALID
+    assert call(DEMO_NAME, {}, {"tenant": "alpha", "can_read_tickets": False}) == FORBIDDEN
     # The other tools are unchanged, and the shared registry does not know it.
     assert call("get_ticket", {"ticket_id": "TKT-104"}) == ALPHA_104
-    assert execute_tool("count_tickets", {}, ALPHA, records) == UNKNOWN
-    assert [d["name"] for d in tool_declarations(registry)] == [
-        "get_ticket",
-        "search_tickets",
-        "count_tickets",
-    ]
+    assert execute_tool(DEMO_NAME, {}, ALPHA, records) == UNKNOWN
+    names = [d["name"] for d in tool_declarations(registry)]
+    assert names == [*TOOL_NAMES, DEMO_NAME]
+
+
+def test_an_argument_declared_twice_raises() -> None:
+    arguments = (Arg("n", "integer", ""), Arg("m", "integer", ""), Arg("n", "string", ""))
+    with pytest.raises(ValueError, match=r"^tool 'probe': argument 'n' is declared twice$"):
+        Tool("probe", "A probe.", arguments, RecordingHandler())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [
+        pytest.param(
+            {"read_only": 1, "destructive": False, "idempotent": True, "open_world": False},
+            "read_only must be True or False",
+            id="read-only-int",
+        ),
+        pytest.param(
+            {"read_only": True, "destructive": False, "idempotent": True, "open_world": None},
+            "open_world must be True or False",
+            id="open-world-none",
+        ),
+        pytest.param(
+            {"read_only": True, "destructive": True, "idempotent": True, "open_world": False},
+            "a read-only tool is idempotent and not destructive",
+            id="read-only-destructive",
+        ),
+        pytest.param(
+            {"read_only": True, "destructive": False, "idempotent": False, "open_world": False},
+            "a read-only tool is idempotent and not destructive",
+            id="read-only-not-idempotent",
+        ),
+    ],
+)
+def test_incoherent_annotations_raise(kwargs: dict[str, object], problem: str) -> None:
+    with pytest.raises(ValueError, match=f"^annotations: {problem}$"):
+        Annotations(**kwargs)  # type: ignore[arg-type]
+
+
+def test_a_tool_that_declares_no_annotations_is_assumed_to_do_anything() -> None:
+    tool = Tool("probe", "A probe.", (), RecordingHandler())
+    # MCP's own defaults: what a host must assume of a tool that says nothing.
+    assert tool.annotations == Annotations(
+        read_only=False, destructive=True, idempotent=False, open_world=True
+    )
 
 
 class RecordingHandler:

@@ -1,19 +1,18 @@
-"""SQLiteStore: index use, the contract's text semantics, schema errors, import, differential."""
+"""SQLiteStore: index use, the contract's text semantics, locks, paging, differential."""
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from conftest import StoreFactory
-from strategies import multi_tenant_records, store_page_requests, store_search_args
 from ticket_tools import (
     DictStore,
     Records,
@@ -24,7 +23,8 @@ from ticket_tools import (
 )
 from ticket_tools.acceptance import CALLS, AcceptanceCall
 from ticket_tools.filters import TicketFilter
-from ticket_tools.sqlite_store import RecordsError, SQLiteStore, write_database
+from ticket_tools.sqlite_import import write_database
+from ticket_tools.sqlite_store import SQLiteStore
 from ticket_tools.store import StoreError
 
 
@@ -139,61 +139,7 @@ def test_naive_sql_would_break_the_traps(query: str, naive_ids: list[str]) -> No
     assert [row[0] for row in rows] == naive_ids
 
 
-# --- Opening a database: missing, locked, wrong schema ---
-
-
-def _write_other_sqlite(path: Path, statements: list[str]) -> None:
-    connection = sqlite3.connect(path)
-    for statement in statements:
-        connection.execute(statement)
-    connection.commit()
-    connection.close()
-
-
-def _wrong_version(path: Path) -> None:
-    write_database(path, fixture_records())
-    _write_other_sqlite(path, ["PRAGMA user_version = 2"])
-
-
-SCHEMA_CASES = [
-    pytest.param(lambda path: None, "missing", "no database at {path}", id="missing"),
-    pytest.param(Path.mkdir, "unavailable", "cannot read {path} (OperationalError)", id="dir"),
-    pytest.param(
-        lambda path: path.write_text('{"alpha:TKT-101": {}}'),
-        "schema",
-        "{path} is not an SQLite database",
-        id="json-file",
-    ),
-    pytest.param(
-        Path.touch,
-        "schema",
-        "{path} is not a ticket-tools database (schema version 1)",
-        id="empty-file",
-    ),
-    pytest.param(
-        lambda path: _write_other_sqlite(path, ["CREATE TABLE tickets (key TEXT, body TEXT)"]),
-        "schema",
-        "{path} is not a ticket-tools database (schema version 1)",
-        id="other-sqlite-database",
-    ),
-    pytest.param(
-        _wrong_version,
-        "schema",
-        "{path} is not a ticket-tools database (schema version 1)",
-        id="newer-schema-version",
-    ),
-]
-
-
-@pytest.mark.parametrize(("make", "reason", "message"), SCHEMA_CASES)
-def test_open_refuses(
-    tmp_path: Path, make: Callable[[Path], object], reason: str, message: str
-) -> None:
-    path = tmp_path / "tickets.sqlite"
-    make(path)
-    with pytest.raises(StoreError) as raised:
-        SQLiteStore.open(path)
-    assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
+# --- Locks, and the read-only connection ---
 
 
 @pytest.fixture
@@ -238,158 +184,9 @@ def test_page_on_a_database_locked_after_open(database: Path) -> None:
         }
 
 
-def test_closed_store_raises_store_error(database: Path) -> None:
-    store = SQLiteStore.open(database)
-    store.close()
-    with pytest.raises(StoreError) as raised:
-        store.get("alpha", "TKT-101")
-    assert (raised.value.reason, str(raised.value)) == (
-        "unavailable",
-        f"cannot read {database} (ProgrammingError)",
-    )
-
-
 def test_opened_store_cannot_write(database: Path) -> None:
     with SQLiteStore.open(database) as store, pytest.raises(sqlite3.OperationalError):
         store._connection.execute("DELETE FROM tickets")  # the store's own connection
-
-
-# --- Import: what is kept, what is refused ---
-
-
-def test_import_keeps_only_the_public_fields(database: Path) -> None:
-    connection = sqlite3.connect(database)
-    rows = connection.execute("SELECT * FROM tickets").fetchall()
-    connection.close()
-    assert rows == [
-        ("alpha", "TKT-101", "Login fails after password reset", "open"),
-        ("alpha", "TKT-102", "CSV export times out", "closed"),
-        ("alpha", "TKT-104", "Settings crash", "open"),
-        ("alpha", "TKT-107", "Login page slow on mobile", "open"),
-        ("alpha", "TKT-110", "Invoice PDF missing logo", "closed"),
-        ("alpha", "TKT-112", "Settings page shows wrong time zone", "open"),
-        ("alpha", "TKT-115", "Password reset email delayed", "closed"),
-        ("beta", "TKT-103", "Refund not received", "open"),
-        ("beta", "TKT-104", "Private billing issue", "closed"),
-        ("beta", "TKT-108", "Login fails after SSO change", "open"),
-    ]
-    # Internal notes are dropped, not hidden: they are nowhere in the file.
-    assert [note in database.read_bytes() for note in (b"Escalated", b"Security", b"approved")] == [
-        False,
-        False,
-        False,
-    ]
-
-
-def test_import_round_trip_matches_the_dict_store(database: Path) -> None:
-    records = fixture_records()
-    dict_store = DictStore(records)
-    with SQLiteStore.open(database) as store:
-        for key in records:
-            tenant, ticket_id = key.split(":")
-            assert store.get(tenant, ticket_id) == dict_store.get(tenant, ticket_id)
-        for tenant in ("alpha", "beta", "gamma"):
-            assert store.find(tenant, TicketFilter(), limit=None) == (
-                dict_store.find(tenant, TicketFilter(), limit=None)
-            )
-
-
-def _records(key: str, **ticket: object) -> dict[str, object]:
-    return {key: {"id": "TKT-101", "title": "t", "status": "open", **ticket}}
-
-
-def _with_non_str_key() -> Records:
-    records = cast("dict[object, object]", fixture_records())
-    records[7] = {"id": "TKT-101", "title": "t", "status": "open"}
-    return cast(Records, records)
-
-
-@pytest.mark.parametrize(
-    ("records", "message"),
-    [
-        pytest.param(
-            _records("alpha:TKT-101", title=7),
-            "record 1 (in file order): id, title and status must be strings",
-            id="title-not-str",
-        ),
-        pytest.param(
-            {"alpha:TKT-101": ["TKT-101"]},
-            "record 1 (in file order): id, title and status must be strings",
-            id="ticket-not-object",
-        ),
-        pytest.param(
-            _records("TKT-101"),
-            'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
-            id="no-tenant",
-        ),
-        pytest.param(
-            _records(":TKT-101"),
-            'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
-            id="empty-tenant",
-        ),
-        pytest.param(
-            _records("a:b:TKT-101"),
-            'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
-            id="colon-in-tenant",
-        ),
-        pytest.param(
-            _records("alpha:TKT-102"),
-            'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
-            id="key-id-differs",
-        ),
-        pytest.param(
-            _records("alpha:TKT-101", title="\ud800"),
-            "record 1 (in file order): the text is not valid Unicode (a lone surrogate)",
-            id="lone-surrogate",
-        ),
-        pytest.param(
-            _with_non_str_key(),
-            "record 11 (in file order): the key is not a string",
-            id="key-not-str",
-        ),
-    ],
-)
-def test_import_refuses_malformed_records(tmp_path: Path, records: Records, message: str) -> None:
-    with pytest.raises(RecordsError) as raised:
-        write_database(tmp_path / "tickets.sqlite", records)
-    assert str(raised.value) == message
-    assert list(tmp_path.iterdir()) == []  # no database and no temporary file
-
-
-def test_import_never_overwrites(database: Path) -> None:
-    before = database.read_bytes()
-    with pytest.raises(FileExistsError):
-        write_database(database, {})
-    assert database.read_bytes() == before
-
-
-def test_import_never_overwrites_a_file_created_meanwhile(tmp_path: Path) -> None:
-    path = tmp_path / "tickets.sqlite"
-    with pytest.raises(FileExistsError):
-        write_database(path, fixture_records(), on_progress=lambda done, total: path.touch())
-    assert [(child.name, child.read_bytes()) for child in tmp_path.iterdir()] == [
-        ("tickets.sqlite", b"")
-    ]
-
-
-def test_import_reports_progress_per_batch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sqlite_store, "IMPORT_BATCH", 4)
-    seen: list[tuple[int, int]] = []
-    count = write_database(
-        tmp_path / "tickets.sqlite",
-        fixture_records(),
-        on_progress=lambda done, total: seen.append((done, total)),
-    )
-    assert (count, seen) == (10, [(4, 10), (8, 10), (10, 10)])
-
-
-def test_from_records_with_a_file_path(tmp_path: Path) -> None:
-    with SQLiteStore.from_records(fixture_records(), tmp_path / "t.sqlite") as store:
-        assert store.get("beta", "TKT-104") == {
-            "id": "TKT-104",
-            "title": "Private billing issue",
-            "status": "closed",
-        }
 
 
 # --- Paging while another connection writes ---
@@ -443,28 +240,75 @@ def test_acceptance_call_on_sqlite(fixture_store: SQLiteStore, call: AcceptanceC
 
 # --- Differential: the dict store and SQLite agree on generated multi-tenant stores ---
 
+# Characters where a database's text handling parts from Python's: LIKE wildcards
+# (% _) and escape (\), letters whose lowercase is non-ASCII or longer (É İ ẞ Σ) or
+# ASCII from non-ASCII (the Kelvin sign), one that lower() does not fold to "ss" (ß),
+# and NUL. Look-alikes of Latin letters (Kelvin sign; Greek capital, small and final
+# sigma) are written as escapes.
+STORE_TRAP_TEXT = "aAbB %_\\ÉéİiIßsSẞKk\u212a\u03a3\u03c3\u03c2\x00"
+STORE_TENANTS = ("alpha", "beta", "a", "É")
+# Tenants that hold nothing: a prefix of a real tenant, and one shaped like a key.
+STORE_ABSENT_TENANTS = ("alph", "delta", "alpha:TKT-001")
+STORE_STATUSES = ("open", "closed", "Open")
 
-@given(records=multi_tenant_records(), request=store_page_requests)
-def test_page_matches_the_dict_store(
-    records: dict[str, dict[str, str]], request: dict[str, object]
-) -> None:
-    tenant, status, query, after, count = (
-        request["tenant"],
-        request["status"],
-        request["query"],
-        request["after"],
-        request["count"],
+store_ticket_ids = st.integers(min_value=0, max_value=30).map(lambda n: f"TKT-{n:03d}")
+
+
+@st.composite
+def multi_tenant_records(draw: st.DrawFn) -> dict[str, dict[str, str]]:
+    """A records dict over a few tenants whose ids collide and interleave."""
+    rows = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(STORE_TENANTS),
+                store_ticket_ids,
+                st.text(alphabet=STORE_TRAP_TEXT, max_size=10),
+                st.sampled_from(STORE_STATUSES),
+                st.booleans(),
+            ),
+            max_size=40,
+        )
     )
-    assert isinstance(tenant, str)
-    assert status is None or isinstance(status, str)
-    assert query is None or isinstance(query, str)
-    assert after is None or isinstance(after, str)
-    assert isinstance(count, int)
-    where = TicketFilter(status, query, after)
-    expected = DictStore(records).find(tenant, where, limit=count)
+    records: dict[str, dict[str, str]] = {}
+    for tenant, ticket_id, title, status, internal in rows:
+        stored = {"id": ticket_id, "title": title, "status": status}
+        if internal:
+            stored["internal_note"] = "never shown"
+        records[f"{tenant}:{ticket_id}"] = stored
+    return records
+
+
+store_find_requests = st.tuples(
+    st.sampled_from(STORE_TENANTS + STORE_ABSENT_TENANTS),
+    st.builds(
+        TicketFilter,
+        status=st.none() | st.sampled_from(STORE_STATUSES),
+        text=st.none() | st.text(alphabet=STORE_TRAP_TEXT, min_size=1, max_size=3),
+        after=st.none() | store_ticket_ids,
+    ),
+    st.none() | st.integers(min_value=0, max_value=12),
+)
+"""(tenant, filter, limit) for TicketStore.find, including limits the tools never send."""
+
+store_search_args = st.fixed_dictionaries(
+    {},
+    optional={
+        "status": st.sampled_from(("open", "closed")),
+        "query": st.text(alphabet=STORE_TRAP_TEXT, min_size=1, max_size=3),
+        "limit": st.integers(min_value=1, max_value=10),
+    },
+)
+"""Valid search_tickets arguments without a cursor (a page walk supplies it)."""
+
+
+@given(records=multi_tenant_records(), request=store_find_requests)
+def test_find_matches_the_dict_store(
+    records: dict[str, dict[str, str]], request: tuple[str, TicketFilter, int | None]
+) -> None:
+    tenant, where, limit = request
+    expected = DictStore(records).find(tenant, where, limit=limit)
     with SQLiteStore.from_records(records) as store:
-        found = store.find(tenant, where, limit=count)
-    assert found == expected
+        assert store.find(tenant, where, limit=limit) == expected
 
 
 @given(records=multi_tenant_records(), args=store_search_args)
@@ -490,28 +334,108 @@ def test_search_walk_matches_the_dict_store(
                 )
 
 
+# --- Text with no UTF-8 form: the dict store's answer, never an exception (issue 12, item 1) ---
+
+# What a tenant, status, text or cursor can hold: the generated stores' own values, and
+# lone surrogates around them (a "\ud800" JSON escape, a non-UTF-8 --tenant byte).
+_SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
+_ODD_TEXT = st.text(
+    alphabet=st.one_of(st.sampled_from("aTK-0123É:"), _SURROGATES, st.sampled_from("\ue000\uffff")),
+    max_size=8,
+)
+_odd_requests = st.fixed_dictionaries(
+    {
+        "tenant": st.sampled_from(STORE_TENANTS) | _ODD_TEXT,
+        "status": st.none() | st.sampled_from(STORE_STATUSES) | _ODD_TEXT,
+        "text": st.none() | _ODD_TEXT,
+        "after": st.none() | store_ticket_ids | _ODD_TEXT,
+        "limit": st.none() | st.integers(min_value=-1, max_value=12) | st.just(2**70),
+    }
+)
+
+
+@given(records=multi_tenant_records(), request=_odd_requests)
+def test_any_text_gets_the_dict_stores_answer(
+    records: dict[str, dict[str, str]], request: dict[str, object]
+) -> None:
+    tenant, status, text, after, limit = (
+        cast(str, request["tenant"]),
+        cast("str | None", request["status"]),
+        cast("str | None", request["text"]),
+        cast("str | None", request["after"]),
+        cast("int | None", request["limit"]),
+    )
+    where = TicketFilter(status, text, after)
+    dict_store = DictStore(records)
+    with SQLiteStore.from_records(records) as store:
+        assert store.find(tenant, where, limit=limit) == dict_store.find(tenant, where, limit=limit)
+        ticket_id = after if after is not None else "TKT-001"
+        assert store.get(tenant, ticket_id) == dict_store.get(tenant, ticket_id)
+
+
+@pytest.mark.parametrize(
+    ("tenant", "where", "ids"),
+    [
+        pytest.param("\udcff", TicketFilter(), [], id="tenant"),
+        pytest.param("alpha", TicketFilter(text="\ud800"), [], id="text"),
+        pytest.param("alpha", TicketFilter(status="\ud800"), [], id="status"),
+        pytest.param(
+            "alpha",
+            TicketFilter(after="TKS\ud800"),
+            ["TKT-101", "TKT-102", "TKT-104", "TKT-107", "TKT-110", "TKT-112", "TKT-115"],
+            id="cursor-below-every-id",
+        ),
+        pytest.param("alpha", TicketFilter(after="TKT-\ud800"), [], id="cursor-above-every-id"),
+    ],
+)
+def test_text_without_a_utf8_form(
+    fixture_store: SQLiteStore, tenant: str, where: TicketFilter, ids: list[str]
+) -> None:
+    found = fixture_store.find(tenant, where, limit=None)
+    assert [ticket["id"] for ticket in found] == ids
+    assert found == DictStore(fixture_records()).find(tenant, where, limit=None)
+
+
+def test_a_limit_beyond_sqlites_integers_means_every_ticket(fixture_store: SQLiteStore) -> None:
+    assert [t["id"] for t in fixture_store.find("beta", TicketFilter(), limit=2**70)] == [
+        "TKT-103",
+        "TKT-104",
+        "TKT-108",
+    ]
+
+
 # --- Exact statements and settings (the rest of this module checks their effects) ---
 
 
 @pytest.mark.parametrize(
-    ("filters", "sql"),
+    ("where", "sql", "params"),
     [
         pytest.param(
-            {"status": False, "query": False, "after": False},
+            TicketFilter(),
             "SELECT id, title, status FROM tickets WHERE tenant = ? ORDER BY id LIMIT ?",
+            ("alpha", 6),
             id="no-filter",
         ),
         pytest.param(
-            {"status": True, "query": True, "after": True},
-            "SELECT id, title, status FROM tickets WHERE tenant = ? AND id > ? AND status = ? "
-            "AND ticket_title_contains(title, ?) ORDER BY id LIMIT ?",
+            TicketFilter(status="open", after="TKT-104"),
+            "SELECT id, title, status FROM tickets WHERE tenant = ? AND id > CAST(? AS TEXT) "
+            "AND status = ? ORDER BY id LIMIT ?",
+            ("alpha", b"TKT-104", "open", 6),
+            id="status-and-cursor",
+        ),
+        pytest.param(
+            TicketFilter(status="open", text="Log", after="TKT-104"),
+            "SELECT id, title, status FROM tickets WHERE tenant = ? AND id > CAST(? AS TEXT) "
+            "AND status = ? AND ticket_title_contains(title, ?) ORDER BY id LIMIT ?",
+            ("alpha", b"TKT-104", "open", "Log", 6),
             id="every-filter",
         ),
     ],
 )
-def test_page_statement_is_built_from_fixed_fragments(filters: dict[str, bool], sql: str) -> None:
-    # The statements are built once at import; this rebuilds two of them at test time.
-    assert sqlite_store._page_sql(**filters) == sql
+def test_page_statement_is_built_from_fixed_fragments(
+    where: TicketFilter, sql: str, params: tuple[object, ...]
+) -> None:
+    assert sqlite_store._page_query("alpha", where, 6) == (sql, params)
 
 
 def test_a_page_of_one(fixture_store: SQLiteStore) -> None:
@@ -539,32 +463,3 @@ def test_opened_store_is_usable_from_another_thread(database: Path) -> None:
         thread.start()
         thread.join()
     assert found == [{"id": "TKT-103", "title": "Refund not received", "status": "open"}]
-
-
-def test_closed_memory_store_names_its_source() -> None:
-    store = SQLiteStore.from_records(fixture_records())
-    store.close()
-    with pytest.raises(StoreError) as raised:
-        store.get("alpha", "TKT-101")
-    assert str(raised.value) == "cannot read :memory: (ProgrammingError)"
-
-
-def test_import_names_the_file_it_will_not_overwrite(database: Path) -> None:
-    with pytest.raises(FileExistsError) as raised:
-        write_database(database, {})
-    assert str(raised.value) == f"{database} already exists"
-
-
-def test_import_builds_beside_the_target_under_a_hidden_temporary_name(tmp_path: Path) -> None:
-    # Beside it, so that the final link stays on one filesystem; hidden, and named after it.
-    path = tmp_path / "tickets.sqlite"
-    seen: list[list[str]] = []
-    write_database(
-        path,
-        fixture_records(),
-        on_progress=lambda done, total: seen.append(sorted(p.name for p in tmp_path.iterdir())),
-    )
-    assert len(seen) == 1
-    assert len(seen[0]) == 1
-    assert re.fullmatch(r"\.tickets\.sqlite\.[a-z0-9_]+\.tmp", seen[0][0])
-    assert [child.name for child in tmp_path.iterdir()] == ["tickets.sqlite"]

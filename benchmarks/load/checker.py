@@ -1,8 +1,9 @@
 """Every served result against `execute_tool` on the same records, for the token's context.
 
 A call ends in one of three ways. *correct*: exactly what the MCP adapter makes of the
-core's outcome (the result dict as structuredContent, `isError` on a failure, the same
-text; an unknown tool as the protocol error -32602). *error*: the server could not
+core's outcome (the result dict as structuredContent, with the failure's detail beside
+"ok" and "code" and `isError` on a failure, the same text; an unknown tool as the
+protocol error -32602). *error*: the server could not
 answer, in a way a client can tell apart from an answer: the fixed internal error
 (-32603 "Internal error", what a store failure becomes) or a transport failure (a replica
 gone). *wrong*: anything else, including any other protocol error. Independently, every
@@ -83,11 +84,15 @@ def check(call: Call, context: Context, records: Records, seen: Observation) -> 
             message,
         )
         return Verdict("correct" if right else "wrong", None, crossed, store_read, code)
-    # What the MCP adapter writes: the result's JSON, or "code: detail".
-    text = json.dumps(expected, ensure_ascii=False) if code == "ok" else f"{code}: {outcome.detail}"
+    # What the MCP adapter writes: the result and its JSON, or for a failure the result
+    # with its detail beside "ok" and "code", and the text "code: detail".
+    if code == "ok":
+        structured, text = expected, json.dumps(expected, ensure_ascii=False)
+    else:
+        structured, text = {**expected, "detail": outcome.detail}, f"{code}: {outcome.detail}"
     right = (
         code != "unknown_tool"
-        and seen.result == expected
+        and seen.result == structured
         and seen.is_error is (expected["ok"] is not True)
         and seen.text == text
     )

@@ -3,27 +3,42 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 from ticket_tools.acceptance import run_acceptance
-from ticket_tools.execute import execute_tool
+from ticket_tools.catalog import REGISTRY
+from ticket_tools.execute import run_tool
 from ticket_tools.exports import FORMATS, export_declarations
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.progress import ProgressBar
-from ticket_tools.sqlite_store import RecordsError, SQLiteStore, write_database
+from ticket_tools.records import RecordsError, is_text, record_rows
+from ticket_tools.sqlite_import import write_database
+from ticket_tools.sqlite_store import SQLiteStore
 from ticket_tools.store import Records, StoreError, TicketStore
 
 # Below this many tickets an import is too quick for a progress bar to help.
 PROGRESS_MIN_TICKETS = 50_000
 # Where --postgres is read from when not given, so a password need not be on a command line.
 POSTGRES_ENV = "TICKET_TOOLS_POSTGRES"
+# What a shell reports for a process stopped by SIGINT (Ctrl-C) or SIGPIPE: 128 + signal.
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+
+CALL_EPILOG = """exit status:
+  0    the tool returned {"ok": true, ...}
+  1    the tool returned {"ok": false, "code": ...}; the reason is on stderr
+  2    the command could not run: bad arguments JSON, records file or database
+  130  interrupted (Ctrl-C)
+  141  stdout was closed before the result was written (a broken pipe)"""
 
 
 class CommandError(Exception):
@@ -36,15 +51,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     try:
         status: int = options.run(options)
+        # Buffered output reaches a pipe here, so that a closed one is caught below.
+        sys.stdout.flush()
     except (CommandError, StoreError) as error:
-        print(f"ticket-tools: {error}", file=sys.stderr)
-        return 2
+        return _fail(str(error), 2)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:
+        # The reader went away (`| head -1`). Point stdout at /dev/null, or Python's
+        # own flush at exit fails again and prints a second message.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return _fail("stdout was closed before the output was written", EXIT_BROKEN_PIPE)
+    return status
+
+
+def _fail(message: str, status: int) -> int:
+    print(f"ticket-tools: {message}", file=sys.stderr)
     return status
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ticket-tools", description="Read-only help-desk ticket tools for a model."
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {_version()}", help="print the version"
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
@@ -54,8 +87,15 @@ def _parser() -> argparse.ArgumentParser:
     _add_store_options(acceptance)
     acceptance.set_defaults(run=_run_acceptance)
 
-    call = commands.add_parser("call", help="run one tool call and print its JSON result")
-    call.add_argument("name", help="the tool name, as the model would send it")
+    tools = ", ".join(tool.name for tool in REGISTRY)
+    call = commands.add_parser(
+        "call",
+        help="run one tool call and print its JSON result",
+        description=f"Run one tool call and print its JSON result.\nThe tools: {tools}.",
+        epilog=CALL_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    call.add_argument("name", help=f"the tool name, as the model would send it: {tools}")
     call.add_argument("args", help="the arguments as a JSON value; - reads them from stdin")
     call.add_argument("--tenant", required=True, help="the trusted tenant of the session")
     call.add_argument(
@@ -79,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
         "serve",
         help="serve the tools to assistant hosts over MCP: stdio for one session (--tenant), "
         "or Streamable HTTP for every tenant (--http)",
+        description="Serve the tools to assistant hosts over MCP: stdio for one session "
+        "(--tenant), or Streamable HTTP for every tenant, identity from each request's "
+        "verified token (--http). Needs the mcp extra: pip install 'ticket-tools[mcp]'.",
     )
     serve.add_argument("--tenant", help="the trusted tenant of the session (stdio)")
     serve.add_argument(
@@ -92,7 +135,12 @@ def _parser() -> argparse.ArgumentParser:
         "import",
         help="copy a records JSON file into a new SQLite database or an empty PostgreSQL table",
     )
-    load.add_argument("records", type=Path, help='a JSON object of "tenant:TKT-123" -> ticket')
+    load.add_argument(
+        "records",
+        type=Path,
+        metavar="RECORDS_FILE",
+        help='the path of a records JSON file: an object of "tenant:TKT-123" -> ticket',
+    )
     target = load.add_mutually_exclusive_group()
     target.add_argument("--db", type=Path, metavar="FILE", help="the database file to create")
     target.add_argument(
@@ -116,7 +164,8 @@ def _add_store_options(parser: argparse.ArgumentParser) -> None:
         "--records",
         type=Path,
         metavar="FILE",
-        help='a JSON object of "tenant:TKT-123" -> ticket (default: the built-in fixture store)',
+        help='a records JSON file: an object of "tenant:TKT-123" -> ticket '
+        "(default: the built-in fixture store)",
     )
     source.add_argument(
         "--db",
@@ -170,9 +219,13 @@ def _run_call(options: argparse.Namespace) -> int:
     text = _read_stdin() if options.args == "-" else options.args
     args = _parse_json(text, "the arguments")
     context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
-    result = execute_tool(options.name, args, context, _open_store(options))
-    print(json.dumps(result, ensure_ascii=False))
-    return 0 if result["ok"] else 1
+    outcome = run_tool(options.name, args, context, _open_store(options))
+    print(json.dumps(outcome.result, ensure_ascii=False))
+    if outcome.detail is None:
+        return 0
+    # stdout stays the contract's result; the rule that failed goes beside it.
+    print(f"ticket-tools: {outcome.result['code']}: {outcome.detail}", file=sys.stderr)
+    return 1
 
 
 def _run_declarations(options: argparse.Namespace) -> int:
@@ -186,6 +239,13 @@ def _read_stdin() -> str:
     except UnicodeDecodeError:
         # JSON is UTF-8: undecodable bytes are malformed JSON, not a crash.
         raise CommandError("the arguments are not valid JSON (UnicodeDecodeError)") from None
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("ticket-tools")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+        return "(not installed)"
 
 
 def _run_serve(options: argparse.Namespace) -> int:
@@ -328,9 +388,14 @@ def _run_import(options: argparse.Namespace) -> int:
     if dsn is None and options.grant_to is not None:
         raise CommandError("--grant-to applies to --postgres only")
     write = _sqlite_importer(options.db) if dsn is None else _postgres_importer(dsn, options)
-    records = _load_records(options.records)
+    # Checked once, by the import itself, before anything is written.
+    records = cast(Records, _read_records(options.records))
     bar = None
-    if sys.stderr.isatty() and len(records) >= PROGRESS_MIN_TICKETS:
+    if (
+        sys.stderr.isatty()
+        and isinstance(records, Mapping)
+        and len(records) >= PROGRESS_MIN_TICKETS
+    ):
         bar = ProgressBar(sys.stderr, "importing")
     try:
         count, target = write(records, None if bar is None else bar.update)
@@ -354,7 +419,7 @@ def _sqlite_importer(path: Path) -> Importer:
         except FileExistsError:
             raise CommandError(f"{path} already exists; import only creates new files") from None
         except OSError as error:
-            raise CommandError(f"cannot write {path}: {type(error).__name__}") from None
+            raise CommandError(f"cannot write {path}: {_os_reason(error)}") from None
 
     return write
 
@@ -378,6 +443,10 @@ def _postgres_importer(dsn: str, options: argparse.Namespace) -> Importer:
 
 
 def _parse_json(text: str, what: str) -> object:
+    # A command line or stdin that is not UTF-8 decodes (surrogateescape) to lone
+    # surrogates: not JSON text, whatever the locale.
+    if not is_text(text):
+        raise CommandError(f"{what} are not valid JSON (UnicodeDecodeError)")
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as error:
@@ -385,31 +454,26 @@ def _parse_json(text: str, what: str) -> object:
         raise CommandError(f"{what} are not valid JSON ({type(error).__name__})") from None
 
 
-def _load_records(path: Path) -> Records:
+def _read_records(path: Path) -> object:
     try:
         text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise CommandError(f"cannot read {path}: {type(error).__name__}") from None
-    records = _parse_json(text, f"the records in {path}")
-    if not isinstance(records, dict) or not all(
-        isinstance(ticket, dict)
-        and all(_is_printable_text(ticket.get(field)) for field in ("id", "title", "status"))
-        for ticket in records.values()
-    ):
-        raise CommandError(
-            f"{path} is not a records file: expected a JSON object of "
-            '"tenant:TKT-123" -> {"id", "title", "status", ...}'
-        )
-    return records
+    except UnicodeDecodeError:
+        raise CommandError(f"cannot read {path}: it is not UTF-8 text") from None
+    except OSError as error:
+        raise CommandError(f"cannot read {path}: {_os_reason(error)}") from None
+    return _parse_json(text, f"the records in {path}")
 
 
-def _is_printable_text(value: object) -> bool:
-    # JSON can escape a lone surrogate ("\ud800"); it has no UTF-8 form, so
-    # printing a result that holds it would crash instead of printing.
-    if type(value) is not str:
-        return False
+def _load_records(path: Path) -> Records:
+    records = _read_records(path)
+    # The rules import applies, so that --records and --db answer alike for one file.
     try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+        record_rows(records)
+    except RecordsError as error:
+        raise CommandError(f"{path}: {error}") from None
+    return cast(Records, records)
+
+
+def _os_reason(error: OSError) -> str:
+    """Say what went wrong in the system's words ("No such file or directory")."""
+    return error.strerror or type(error).__name__

@@ -26,6 +26,9 @@ def run_tool(
 
     Checks, in order, returning at the first failure: unknown_tool, then
     invalid_arguments (the tool's own rules), then forbidden; then the handler.
+    `name` is a tool only as a plain `str`; `args` are arguments only as a plain
+    `dict` with plain `str` keys, what JSON produces: anything else, subclasses
+    included, is invalid_arguments, never an exception (`parse_arguments`).
     """
     tool = registry.get(name)
     if tool is None:

@@ -12,7 +12,7 @@ from typing import Literal, cast, get_args
 
 from ticket_tools.arguments import object_schema
 from ticket_tools.catalog import REGISTRY
-from ticket_tools.registry import Tool, ToolRegistry
+from ticket_tools.registry import Annotations, Tool, ToolRegistry
 
 ExportFormat = Literal["json-schema", "openai", "openai-chat", "anthropic", "gemini", "mcp"]
 FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
@@ -39,14 +39,15 @@ OPENAI_STRICT = False
 # never emits it today; removing it here keeps that true if it ever does.
 GEMINI_REJECTED_KEYWORDS: tuple[str, ...] = ("$schema",)
 
-# Every tool here only reads, gives the same answer twice, and touches nothing
-# outside the ticket store: the hints an MCP host uses to skip confirmations.
-_MCP_ANNOTATIONS = {
-    "readOnlyHint": True,
-    "destructiveHint": False,
-    "idempotentHint": True,
-    "openWorldHint": False,
-}
+
+def mcp_annotations(annotations: Annotations) -> dict[str, bool]:
+    """Spell a tool's annotations as MCP's hints, e.g. {"readOnlyHint": True, ...}."""
+    return {
+        "readOnlyHint": annotations.read_only,
+        "destructiveHint": annotations.destructive,
+        "idempotentHint": annotations.idempotent,
+        "openWorldHint": annotations.open_world,
+    }
 
 
 def _json_schema(tool: Tool) -> dict[str, object]:
@@ -105,7 +106,7 @@ def _mcp(tool: Tool) -> dict[str, object]:
         "name": tool.name,
         "description": tool.description,
         "inputSchema": object_schema(tool.arguments),
-        "annotations": dict(_MCP_ANNOTATIONS),
+        "annotations": mcp_annotations(tool.annotations),
     }
 
 
@@ -125,6 +126,11 @@ def export_declarations(
     """Return every registered tool's declaration in format `fmt`, in registry order."""
     exporter = _EXPORTERS[fmt]
     return [exporter(tool) for tool in registry]
+
+
+def tool_declarations(registry: ToolRegistry = REGISTRY) -> list[dict[str, object]]:
+    """Return {"name", "description", "parameters"} for each tool, in registry order."""
+    return export_declarations("json-schema", registry)
 
 
 def declaration_schema(fmt: ExportFormat, declaration: Mapping[str, object]) -> dict[str, object]:

@@ -36,6 +36,7 @@ from ticket_tools.store import Records, TicketStore
 from ticket_tools.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 
 MCP_PATH = "/mcp"
+LISTEN_BACKLOG = 2048  # uvicorn's own default
 SHUTDOWN_SECONDS = 3  # open streams get this long to finish after SIGINT or SIGTERM
 
 
@@ -108,6 +109,23 @@ def build_app(
     )
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """Return a TCP socket listening on host:port (port 0: one the OS picks)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP said outright: asyncio turns Nagle's algorithm off only on sockets that
+    # name it (socket.create_server does not), and with it on, every response on a
+    # kept-alive connection waited ~40 ms for the client's delayed ACK.
+    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((host, port))
+        listener.listen(LISTEN_BACKLOG)
+    except OSError:
+        listener.close()
+        raise
+    return listener
+
+
 def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
     """Serve the tools over Streamable HTTP until SIGINT or SIGTERM."""
     logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
@@ -116,21 +134,13 @@ def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
     except JwksError as error:
         raise ServeError(f"cannot load the JWKS: {error}") from None
     try:
-        listener = socket.create_server(
-            (options.host, options.port),
-            family=socket.AF_INET6 if ":" in options.host else socket.AF_INET,
-        )
+        listener = listen(options.host, options.port)
     except OSError as error:
         raise ServeError(
             f"cannot listen on {options.host}:{options.port}: {type(error).__name__}"
         ) from None
     with ExitStack() as stack:
         stack.enter_context(listener)
-        # Accepted sockets inherit this. asyncio sets it only on sockets made with
-        # proto=IPPROTO_TCP, which socket.create_server's are not: without it, a response
-        # written in two segments waits for the client's delayed ACK (~40 ms per request
-        # on a kept-alive connection).
-        listener.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         port = listener.getsockname()[1]
         host = f"[{options.host}]" if ":" in options.host else options.host
         netloc = f"{host}:{port}"

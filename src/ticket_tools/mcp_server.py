@@ -6,14 +6,17 @@ call's arguments untouched, so every check is the core's own (`run_tool`): the
 same order of checks and the same results as `execute_tool`.
 
 One process serves one authenticated session: the trusted context is fixed when
-the server starts and no tool argument can change it.
+the server starts and nothing a client sends (arguments, `_meta`, other params,
+the handshake) can change it. Over stdio, `mcp_stdio` answers every line the
+SDK's own transport would drop.
 
 What a client receives for `tools/call`:
 - success: `structuredContent` is the result dict, and one text block holds the
   same JSON;
 - invalid_arguments, forbidden, not_found: `isError: true`, `structuredContent`
-  is the result dict ({"ok": false, "code": ...}) and the text block reads
-  "code: detail" (which argument and rule, never the value given);
+  is the result dict plus the detail ({"ok": false, "code": ..., "detail": ...})
+  and the text block reads "code: detail" (which argument and rule, never the
+  value given), so a host that shows either one shows the rule;
 - an unknown tool: a JSON-RPC error -32602 (a protocol error, as the MCP
   specification 2025-11-25 asks), whose message names the registered tools but
   never echoes the name asked for;
@@ -36,11 +39,11 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from ticket_tools.execute import Context, run_tool
 from ticket_tools.exports import export_declarations
+from ticket_tools.mcp_stdio import stdio_transport
 from ticket_tools.outcome import Outcome
 from ticket_tools.store import Records, TicketStore
 
@@ -60,7 +63,8 @@ def call_result(outcome: Outcome) -> types.CallToolResult:
 
     {"ok": True, "tickets": [...], ...} becomes structuredContent plus its JSON as text;
     {"ok": False, "code": "forbidden"} becomes an isError result reading
-    "forbidden: this session may not read tickets".
+    "forbidden: this session may not read tickets", whose structuredContent also
+    carries that detail: {"ok": False, "code": "forbidden", "detail": "this session ..."}.
     """
     result = outcome.result
     if result["ok"] is True:
@@ -72,8 +76,12 @@ def call_result(outcome: Outcome) -> types.CallToolResult:
     message = f"{code}: {outcome.detail}"
     if code == "unknown_tool":
         raise MCPError(code=types.INVALID_PARAMS, message=message)
+    # Some hosts show the model structuredContent instead of the text (pydantic-ai
+    # does for errors), so the rule that failed travels in both. The detail never
+    # holds a value the client sent.
+    structured = {**result, "detail": outcome.detail}
     return types.CallToolResult(
-        content=[types.TextContent(text=message)], structured_content=result, is_error=True
+        content=[types.TextContent(text=message)], structured_content=structured, is_error=True
     )
 
 
@@ -128,7 +136,8 @@ def serve(context: Context, store: Records | TicketStore) -> None:
     server = build_server(context, store)
 
     async def run() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        # Not the SDK's stdio_server(): it never answers a line it cannot parse.
+        async with stdio_transport() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(run)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import psycopg
 from psycopg import sql
@@ -19,8 +19,8 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ticket_tools.filters import TicketFilter
-from ticket_tools.sqlite_store import RecordsError
-from ticket_tools.sqlite_store import _rows as sqlite_rows
+from ticket_tools.keyset_sql import PageStatements
+from ticket_tools.records import RecordsError, StoredRow, is_text, record_rows
 from ticket_tools.store import Records, StoreError, TicketStore
 from ticket_tools.tickets import Ticket
 
@@ -126,31 +126,17 @@ _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true), set_config('statement_t
 _GET_SQL = "SELECT id, title, status FROM tickets WHERE tenant = %s AND id = %s"
 
 
-def _page_sql(*, status: bool, query: bool, after: bool) -> str:
-    """Build the page query for one combination of filters, from constant fragments only."""
-    where = ["tenant = %s"]
-    if after:
-        where.append("id > %s")
-    if status:
-        where.append("status = %s")
-    if query:
-        # A literal substring of Python-lowered text: no wildcards, no PostgreSQL lower().
-        where.append("strpos(title_lower, %s) > 0")
-    # Every value is a bound parameter; the text varies only by which filters are on.
-    return (
-        "SELECT id, title, status FROM tickets WHERE "  # noqa: S608
-        + " AND ".join(where)
-        + " ORDER BY id LIMIT %s"
-    )
-
-
 # One fixed statement per filter combination, each read along the primary key.
-_PAGE_SQL = {
-    (status, query, after): _page_sql(status=status, query=query, after=after)
-    for status in (False, True)
-    for query in (False, True)
-    for after in (False, True)
-}
+# `id > cursor` is written `id >= _lower_bound(cursor)`: the bound is storable text
+# even when the cursor is not. The text filter is a literal substring of
+# Python-lowered text: no wildcards, no PostgreSQL lower().
+_PAGE = PageStatements(
+    tenant="tenant = %s",
+    after="id >= %s",
+    status="status = %s",
+    text="strpos(title_lower, %s) > 0",
+    limit="%s",
+)
 
 
 class TableNotEmptyError(Exception):
@@ -234,24 +220,20 @@ class PostgresStore(TicketStore):
         One range read of the primary key from (tenant, after) onwards, filtered as
         it goes and stopped after `limit` rows, as in SQLite.
         """
-        if where.after is not None and not _storable(where.after):
-            raise ValueError("after must be text PostgreSQL can store (no NUL, no lone surrogate)")
         values = (tenant, where.status, where.text)
         if (limit is not None and limit <= 0) or not all(
             value is None or _storable(value) for value in values
         ):
             # Nothing stored holds NUL or a lone surrogate, so such a value matches nothing.
             return []
-        params: list[object] = [tenant]
-        if where.after is not None:
-            params.append(where.after)
-        if where.status is not None:
-            params.append(where.status)
-        if where.text is not None:
-            params.append(where.text.lower())
-        params.append(None if limit is None or limit > _MAX_LIMIT else limit)
-        key = (where.status is not None, where.text is not None, where.after is not None)
-        return [_ticket(row) for row in self._select(tenant, _PAGE_SQL[key], tuple(params))]
+        statement, params = _PAGE.query(
+            tenant,
+            after=None if where.after is None else _lower_bound(where.after),
+            status=where.status,
+            text=None if where.text is None else where.text.lower(),
+            limit=None if limit is None or limit > _MAX_LIMIT else limit,
+        )
+        return [_ticket(row) for row in self._select(tenant, statement, params)]
 
     def _select(
         self, tenant: str, statement: str, params: tuple[object, ...], *, retry: bool = True
@@ -259,9 +241,13 @@ class PostgresStore(TicketStore):
         """Run one statement in a read-only transaction scoped to `tenant`."""
         connection: psycopg.Connection | None = None
         try:
-            with self._pool.connection() as connection:
+            with self._pool.connection() as connection, connection.pipeline():
+                # Pipelined: BEGIN, the scope, the query and COMMIT go out together,
+                # one round trip to the server instead of four.
                 connection.execute(_SCOPE_SQL, (tenant, self._timeout_ms))
-                return connection.execute(statement, params).fetchall()
+                cursor = connection.execute(statement, params)
+                connection.commit()
+                return cursor.fetchall()
         except psycopg.Error as error:
             # A pooled connection may have died while idle (a restart, a dropped
             # link), and so may its idle siblings: drop every dead one, then try the
@@ -274,8 +260,8 @@ class PostgresStore(TicketStore):
 
 def check_connection(connection: psycopg.Connection, source: str) -> None:
     """Raise StoreError("privileged") if the connection's roles could bypass the policy."""
-    flags = connection.execute(_ROLE_SQL).fetchone()
-    for flag, refusal in zip(flags or (), _ROLE_REFUSALS, strict=True):
+    [flags] = connection.execute(_ROLE_SQL).fetchall()  # one row of three booleans
+    for flag, refusal in zip(flags, _ROLE_REFUSALS, strict=True):
         if flag:
             raise StoreError(
                 "privileged",
@@ -329,7 +315,7 @@ def import_records(
             for statement in _CREATE_SCHEMA:
                 connection.execute(statement)
         else:
-            check_schema(connection, "the database")
+            check_schema(connection, _describe(connection.info.get_parameters()))
         # Under FORCE the owner, too, sees only app.tenant's rows and may insert no
         # other: lift it for this transaction only. ALTER TABLE holds an ACCESS
         # EXCLUSIVE lock until commit, so no other session ever sees the table unforced.
@@ -367,9 +353,9 @@ def import_dsn(
         raise _store_error(error, source, "import into") from None
 
 
-def postgres_rows(records: Records) -> list[tuple[str, str, str, str]]:
-    """Check `records` as the SQLite import does, and refuse NUL; return rows in key order."""
-    rows = sqlite_rows(records)
+def postgres_rows(records: Records) -> list[StoredRow]:
+    """Check `records` by the records rules, and refuse NUL; return rows in key order."""
+    rows = record_rows(records)
     for position, fields in enumerate(rows, start=1):
         if any("\x00" in text for text in fields):
             raise RecordsError(
@@ -388,6 +374,10 @@ def describe(dsn: str) -> str:
         params = conninfo_to_dict(dsn)
     except psycopg.Error:
         return "PostgreSQL (an unreadable DSN)"
+    return _describe(params)
+
+
+def _describe(params: Mapping[str, object]) -> str:
     shown = [
         f"{name}={params[name]}" for name in ("user", "host", "port", "dbname") if name in params
     ]
@@ -395,14 +385,24 @@ def describe(dsn: str) -> str:
 
 
 def _storable(text: str) -> bool:
-    """Return whether PostgreSQL text can hold `text` (valid Unicode, no NUL)."""
-    if "\x00" in text:
-        return False
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """Return whether PostgreSQL text can hold `text` (a UTF-8 form, no NUL)."""
+    return is_text(text) and "\x00" not in text
+
+
+def _lower_bound(after: str) -> str:
+    """Return the storable text that stored ids greater than `after` are at least.
+
+    No stored id holds NUL or a lone surrogate (PostgreSQL text cannot), so for every
+    stored id, `id > after` exactly when `id >= _lower_bound(after)`, in code-point
+    order: "TKT-104" -> "TKT-104\x01" (the least longer text); "TKT-1\x00..." -> "TKT-1\x01";
+    "TKT-\ud800..." -> "TKT-\ue000" (the least character above the surrogates).
+    """
+    for position, char in enumerate(after):
+        if char == "\x00":
+            return after[:position] + "\x01"
+        if "\ud800" <= char <= "\udfff":
+            return after[:position] + "\ue000"
+    return after + "\x01"
 
 
 def _ticket(row: tuple[object, ...]) -> Ticket:

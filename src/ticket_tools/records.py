@@ -1,0 +1,87 @@
+"""What a records file must hold to be served or imported: the rules, checked in one place.
+
+The contract's `records` dict is passed to `execute_tool` as it is. A records *file*
+(`--records`, `import`) comes from outside, so each record is checked first, by the
+same rules for the dict store and for a database: both then give the same answers.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import NamedTuple, TypeGuard
+
+from ticket_tools.store import tenant_of
+from ticket_tools.tickets import TICKET_ID_PATTERN
+
+_TICKET_ID = re.compile(TICKET_ID_PATTERN)
+_FIELDS_RULE = "id, title and status must be strings of valid Unicode"
+
+
+class RecordsError(ValueError):
+    """A records value that breaks a rule; the message names the record by position only."""
+
+
+class StoredRow(NamedTuple):
+    """One checked record: the key's tenant and the ticket's three public fields."""
+
+    tenant: str
+    id: str
+    title: str
+    status: str
+
+
+def is_text(value: object) -> TypeGuard[str]:
+    """Return whether `value` is a str with a UTF-8 form.
+
+    JSON can escape a lone surrogate ("\\ud800") and a non-UTF-8 command line or
+    stdin decodes to one: such a str cannot be printed, bound to SQL or stored.
+    """
+    if type(value) is not str:
+        return False
+    if value.isascii():  # the common case, answered without encoding
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def record_rows(records: object) -> list[StoredRow]:
+    """Check every record of a records mapping; return one row per record, in order.
+
+    The rules, each refused with the record's position (never its contents):
+    - the whole value is a JSON object (a mapping);
+    - each ticket is an object whose id, title and status are strings with a UTF-8 form;
+    - each id is TKT- followed by exactly three digits: the only ids get_ticket can
+      name and a cursor can page past (so a tenant holds at most 1,000 tickets);
+    - each key is "tenant:" followed by the ticket's own id, the tenant non-empty and
+      without ":" (else "a:b:TKT-101" would mean tenant "a:b" to one store, "a" to another).
+    Other fields of a ticket are allowed, and never shown.
+    """
+    if not isinstance(records, Mapping):
+        raise RecordsError('not a JSON object of "tenant:TKT-123" -> ticket')
+    return [
+        _row(position, key, stored) for position, (key, stored) in enumerate(records.items(), 1)
+    ]
+
+
+def _row(position: int, key: object, stored: object) -> StoredRow:
+    if not isinstance(stored, Mapping):
+        raise _refused(position, _FIELDS_RULE)
+    ticket_id, title, status = stored.get("id"), stored.get("title"), stored.get("status")
+    if not (is_text(ticket_id) and is_text(title) and is_text(status)):
+        raise _refused(position, _FIELDS_RULE)
+    if _TICKET_ID.fullmatch(ticket_id) is None:
+        raise _refused(position, "the id is not TKT- followed by exactly three digits")
+    if not is_text(key):
+        raise _refused(position, "the key is not a string of valid Unicode")
+    tenant = tenant_of(key)
+    if not tenant or ":" in tenant or key != f"{tenant}:{ticket_id}":
+        raise _refused(position, 'the key is not "tenant:" followed by the ticket\'s own id')
+    return StoredRow(tenant, ticket_id, title, status)
+
+
+def _refused(position: int, rule: str) -> RecordsError:
+    return RecordsError(f"record {position} (in file order): {rule}")

@@ -1,0 +1,91 @@
+"""What a ticket database is: its exact schema, the check that a file holds it, its errors."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ticket_tools.store import StoreError
+
+# Written into the file header so `open` can tell a ticket database of this schema
+# from any other SQLite file without guessing from table names.
+APPLICATION_ID = 0x544B5431  # "TKT1"
+# 2: the CHECK constraints, so that SQLite itself refuses a value that is not text.
+SCHEMA_VERSION = 2
+
+# Only the three public fields are stored: internal fields are dropped at import,
+# so no query, bug or future column list can ever return them. WITHOUT ROWID makes
+# the (tenant, id) primary key the table itself: a page is one contiguous range.
+# Every column compares with SQLite's default BINARY collation (bytes): a tenant
+# declared COLLATE NOCASE would let session "ALPHA" read alpha's tickets.
+# SQLite keeps this text, as written, in sqlite_master; `check_schema` compares it.
+SCHEMA = """CREATE TABLE tickets (
+    tenant TEXT NOT NULL CHECK (typeof(tenant) = 'text'),
+    id TEXT NOT NULL CHECK (typeof(id) = 'text'),
+    title TEXT NOT NULL CHECK (typeof(title) = 'text'),
+    status TEXT NOT NULL CHECK (typeof(status) = 'text'),
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID"""
+
+# sqlite3_errstr's wording for the failures a user can act on (SQLite's own text,
+# so never anything from the file); any other code is shown by its name alone.
+_CAUSES = {
+    sqlite3.SQLITE_CANTOPEN: "unable to open database file",
+    sqlite3.SQLITE_CORRUPT: "database disk image is malformed",
+    sqlite3.SQLITE_FULL: "database or disk is full",
+    sqlite3.SQLITE_IOERR: "disk I/O error",
+    sqlite3.SQLITE_NOMEM: "out of memory",
+    sqlite3.SQLITE_PERM: "access permission denied",
+    sqlite3.SQLITE_READONLY: "attempt to write a readonly database",
+}
+
+
+def create_schema(connection: sqlite3.Connection) -> None:
+    """Stamp the file header and create the tickets table (inside the caller's transaction)."""
+    connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    connection.execute(SCHEMA)
+
+
+def check_schema(connection: sqlite3.Connection, source: str) -> None:
+    """Raise StoreError("schema") unless the database is exactly what `create_schema` makes.
+
+    Exactly: the header stamps, UTF-8 text (SQLite compares TEXT as stored bytes,
+    and only UTF-8 bytes order as Python orders str), and one object, the tickets
+    table, declared by the very text of SCHEMA: so no collation, type or
+    constraint can differ, and no index, view or trigger was added.
+    """
+    objects = connection.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    problem = None
+    if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
+        problem = "it was not made by ticket-tools import"
+    elif connection.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
+        problem = "it was made by another version of ticket-tools"
+    elif connection.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
+        problem = "its text is not stored as UTF-8"
+    elif objects != [("table", "tickets", "tickets", SCHEMA)]:
+        problem = "its tables differ from the ones import creates"
+    if problem is not None:
+        raise StoreError(
+            "schema",
+            f"{source} is not a ticket database of schema version {SCHEMA_VERSION}: {problem}",
+        )
+
+
+def store_error(error: sqlite3.Error, source: str, action: str = "read") -> StoreError:
+    """Classify an sqlite3 error by its result code, never by its message.
+
+    The message says what went wrong in SQLite's fixed words, never the error's own
+    text, which can quote the file (a malformed schema is shown as written).
+    """
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is None:  # raised by the sqlite3 module itself, not by SQLite
+        return StoreError("unavailable", f"cannot {action} {source} ({type(error).__name__})")
+    primary = code & 0xFF
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return StoreError("locked", f"{source} is locked by another connection; try again")
+    if primary == sqlite3.SQLITE_NOTADB:
+        return StoreError("schema", f"{source} is not an SQLite database")
+    name = getattr(error, "sqlite_errorname", "")
+    cause = _CAUSES.get(primary)
+    reason = name if cause is None else f"{cause} ({name})"
+    return StoreError("unavailable", f"cannot {action} {source}: {reason}")

@@ -1,0 +1,274 @@
+"""What SQLiteStore.open refuses, exactly, and how SQLite's errors read (sqlite_schema)."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ticket_tools import TicketFilter, fixture_records
+from ticket_tools.sqlite_import import write_database
+from ticket_tools.sqlite_schema import APPLICATION_ID, SCHEMA, SCHEMA_VERSION, store_error
+from ticket_tools.sqlite_store import SQLiteStore
+from ticket_tools.store import StoreError
+
+NOT_OURS = "{path} is not a ticket database of schema version 2: "
+TABLES_DIFFER = NOT_OURS + "its tables differ from the ones import creates"
+
+
+def _craft(
+    path: Path,
+    statements: list[str],
+    *,
+    application_id: int = APPLICATION_ID,
+    version: int = SCHEMA_VERSION,
+    encoding: str = "UTF-8",
+) -> None:
+    """Write an SQLite file as another program could: stamps, statements, alpha's TKT-101."""
+    connection = sqlite3.connect(path)
+    connection.execute(f"PRAGMA encoding = '{encoding}'")
+    connection.execute(f"PRAGMA application_id = {application_id}")
+    connection.execute(f"PRAGMA user_version = {version}")
+    for statement in statements:
+        connection.execute(statement)
+    connection.execute("INSERT INTO tickets VALUES ('alpha', 'TKT-101', 'Login fails', 'open')")
+    connection.commit()
+    connection.close()
+
+
+def _variant(old: str, new: str) -> list[str]:
+    assert old in SCHEMA
+    return [SCHEMA.replace(old, new)]
+
+
+# Issue 12, item 2: each of these passed the old check (it read the column list only).
+# With a NOCASE tenant, session "ALPHA" read alpha's tickets; exactness refuses them all.
+CRAFTED = [
+    pytest.param(
+        _variant("tenant TEXT NOT NULL", "tenant TEXT NOT NULL COLLATE NOCASE"), id="tenant-nocase"
+    ),
+    pytest.param(_variant("id TEXT NOT NULL", "id TEXT NOT NULL COLLATE RTRIM"), id="id-rtrim"),
+    pytest.param(
+        _variant("PRIMARY KEY (tenant, id)", "PRIMARY KEY (tenant COLLATE NOCASE, id)"),
+        id="key-nocase",
+    ),
+    pytest.param(_variant(" CHECK (typeof(title) = 'text')", ""), id="title-may-hold-a-blob"),
+    pytest.param(_variant(") WITHOUT ROWID", ")"), id="rowid-table"),
+    pytest.param(
+        [SCHEMA, "CREATE INDEX by_tenant ON tickets (tenant COLLATE NOCASE)"], id="extra-index"
+    ),
+    pytest.param([SCHEMA, "CREATE VIEW everything AS SELECT * FROM tickets"], id="extra-view"),
+    pytest.param([SCHEMA, "CREATE TABLE notes (body TEXT)"], id="extra-table"),
+]
+
+
+@pytest.mark.parametrize("statements", CRAFTED)
+def test_open_refuses_any_other_schema(tmp_path: Path, statements: list[str]) -> None:
+    path = tmp_path / "crafted.sqlite"
+    _craft(path, statements)
+    with pytest.raises(StoreError) as raised:
+        SQLiteStore.open(path)
+    assert (raised.value.reason, str(raised.value)) == ("schema", TABLES_DIFFER.format(path=path))
+
+
+def test_the_exact_schema_opens(tmp_path: Path) -> None:
+    path = tmp_path / "crafted.sqlite"
+    _craft(path, [SCHEMA])
+    with SQLiteStore.open(path) as store:
+        assert store.find("alpha", TicketFilter(), limit=None) == [
+            {"id": "TKT-101", "title": "Login fails", "status": "open"}
+        ]
+        assert store.find("ALPHA", TicketFilter(), limit=None) == []
+
+
+@pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
+def test_open_refuses_text_stored_as_utf16(tmp_path: Path, encoding: str) -> None:
+    # UTF-16 bytes do not sort in code-point order, so pages would come out of order.
+    path = tmp_path / "crafted.sqlite"
+    _craft(path, [SCHEMA], encoding=encoding)
+    with pytest.raises(StoreError) as raised:
+        SQLiteStore.open(path)
+    assert str(raised.value) == NOT_OURS.format(path=path) + "its text is not stored as UTF-8"
+
+
+def _stamped(
+    *, application_id: int = APPLICATION_ID, version: int = SCHEMA_VERSION
+) -> Callable[[Path], None]:
+    return lambda path: _craft(path, [SCHEMA], application_id=application_id, version=version)
+
+
+def _write_other_sqlite(path: Path) -> None:
+    connection = sqlite3.connect(path)
+    connection.execute("CREATE TABLE tickets (key TEXT, body TEXT)")
+    connection.close()
+
+
+def _socket(path: Path) -> None:
+    # A file SQLite cannot open at all: open(2) on a socket fails (ENXIO).
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+
+
+OPEN_CASES = [
+    pytest.param(lambda path: None, "missing", "no database at {path}", id="missing"),
+    pytest.param(Path.mkdir, "unavailable", "cannot read {path}: it is a folder", id="folder"),
+    pytest.param(
+        _socket,
+        "unavailable",
+        "cannot read {path}: unable to open database file (SQLITE_CANTOPEN)",
+        id="socket",
+    ),
+    pytest.param(
+        lambda path: path.write_text('{"alpha:TKT-101": {}}'),
+        "schema",
+        "{path} is not an SQLite database",
+        id="json-file",
+    ),
+    pytest.param(
+        Path.touch,
+        "schema",
+        NOT_OURS + "it was not made by ticket-tools import",
+        id="empty-file",
+    ),
+    pytest.param(
+        _write_other_sqlite,
+        "schema",
+        NOT_OURS + "it was not made by ticket-tools import",
+        id="other-sqlite-database",
+    ),
+    pytest.param(
+        _stamped(version=1),
+        "schema",
+        NOT_OURS + "it was made by another version of ticket-tools",
+        id="schema-version-1",
+    ),
+    pytest.param(
+        _stamped(version=3),
+        "schema",
+        NOT_OURS + "it was made by another version of ticket-tools",
+        id="newer-schema-version",
+    ),
+    pytest.param(
+        _stamped(application_id=APPLICATION_ID + 1),
+        "schema",
+        NOT_OURS + "it was not made by ticket-tools import",
+        id="other-application",
+    ),
+]
+
+
+@pytest.mark.parametrize(("make", "reason", "message"), OPEN_CASES)
+def test_open_refuses(
+    tmp_path: Path, make: Callable[[Path], object], reason: str, message: str
+) -> None:
+    path = tmp_path / "tickets.sqlite"
+    make(path)
+    with pytest.raises(StoreError) as raised:
+        SQLiteStore.open(path)
+    assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, fixture_records())
+    return path
+
+
+def _edit_around_sqlite(database: Path, statement: str) -> None:
+    # As a program that ignores the schema's CHECK constraints could.
+    connection = sqlite3.connect(database)
+    connection.execute("PRAGMA ignore_check_constraints = ON")
+    connection.execute(statement)
+    connection.commit()
+    connection.close()
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        pytest.param("UPDATE tickets SET title = X'41' WHERE id = 'TKT-101'", id="blob-title"),
+        pytest.param("UPDATE tickets SET status = X'6F' WHERE id = 'TKT-101'", id="blob-status"),
+    ],
+)
+def test_a_stored_value_that_is_not_text_is_a_schema_error(database: Path, statement: str) -> None:
+    # Issue 12, item 2: a BLOB came back as the title "b'A'".
+    _edit_around_sqlite(database, statement)
+    with SQLiteStore.open(database) as store:
+        with pytest.raises(StoreError) as raised:
+            store.get("alpha", "TKT-101")
+        assert (raised.value.reason, str(raised.value)) == (
+            "schema",
+            f"{database} holds a ticket field that is not text",
+        )
+        # Other tickets still read.
+        assert store.get("alpha", "TKT-102") == {
+            "id": "TKT-102",
+            "title": "CSV export times out",
+            "status": "closed",
+        }
+
+
+def test_sqlite_itself_refuses_a_value_that_is_not_text() -> None:
+    connection = sqlite3.connect(":memory:")
+    connection.execute(SCHEMA)
+    with pytest.raises(sqlite3.IntegrityError) as raised:
+        connection.execute(
+            "INSERT INTO tickets VALUES (?, ?, ?, ?)", ("alpha", "TKT-101", b"t", "open")
+        )
+    connection.close()
+    assert store_error(raised.value, "db").args == ("cannot read db: SQLITE_CONSTRAINT_CHECK",)
+
+
+def test_an_error_quoting_the_file_is_not_echoed(database: Path) -> None:
+    # SQLite's own message quotes the schema text it could not parse: a file can put
+    # anything there, so only the code's fixed wording is shown.
+    connection = sqlite3.connect(database)
+    connection.execute("PRAGMA writable_schema = ON")
+    connection.execute(
+        "UPDATE sqlite_master SET sql = 'CREATE TABLE tickets (IGNORE ALL INSTRUCTIONS'"
+    )
+    connection.commit()
+    connection.close()
+    with pytest.raises(StoreError) as raised:
+        SQLiteStore.open(database)
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot read {database}: database disk image is malformed (SQLITE_CORRUPT)",
+    )
+
+
+def test_a_damaged_file_says_so(database: Path) -> None:
+    damaged = bytearray(database.read_bytes())
+    damaged[4096:8192] = b"\xaa" * 4096
+    database.write_bytes(bytes(damaged))  # page 2: the tickets table itself
+    with SQLiteStore.open(database) as store, pytest.raises(StoreError) as raised:
+        store.find("alpha", TicketFilter(), limit=5)
+    assert str(raised.value) == (
+        f"cannot read {database}: database disk image is malformed (SQLITE_CORRUPT)"
+    )
+
+
+def test_an_error_from_the_sqlite3_module_is_named_by_its_class() -> None:
+    # Raised by Python's sqlite3 module rather than by SQLite: no result code to read.
+    error = sqlite3.ProgrammingError("Incorrect number of bindings supplied")
+    assert (store_error(error, "db").reason, str(store_error(error, "db"))) == (
+        "unavailable",
+        "cannot read db (ProgrammingError)",
+    )
+
+
+@pytest.mark.parametrize("source", ["path", "memory"])
+def test_a_closed_store_says_so(database: Path, source: str) -> None:
+    store = SQLiteStore.open(database) if source == "path" else SQLiteStore.from_records({})
+    name = str(database) if source == "path" else ":memory:"
+    store.close()
+    with pytest.raises(StoreError) as raised:
+        store.get("alpha", "TKT-101")
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot read {name}: the store is closed",
+    )
