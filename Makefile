@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check bench fuzz mutate clean
+.PHONY: run test check bench load fuzz mutate clean
 
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
@@ -19,6 +19,14 @@ check: $(VENV)/.dev
 # Speed is measured here, never asserted in the tests.
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/run.py
+
+# Replicas of `serve --http --stateless` on one throwaway PostgreSQL, under load and faults:
+# 8/32/64 clients, a replica killed, the database restarted, a soak; every result checked.
+# Bounded and self-stopping (well under 10 minutes by default); report in build/load-report.json.
+# Longer soak: make load LOAD_ARGS='--soak-seconds 600'.
+LOAD_ARGS ?=
+load: $(VENV)/.dev
+	PYTHONPATH=benchmarks $(BIN)/python -m load $(LOAD_ARGS)
 
 # The deep fuzz run: 100,000 generated calls per tool on every store, then its report
 # (also written to build/fuzz-report.json).

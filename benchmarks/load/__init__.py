@@ -1,0 +1,8 @@
+"""`make load`: replicas of `ticket-tools serve --http` on one PostgreSQL, under load and faults.
+
+The harness's parts, one idea each: `records` (the generated store), `workload` (what each
+client calls), `checker` (every result against `execute_tool`), `stats` (percentiles),
+`report` (the table and build/load-report.json), `supervise` (processes, time budget,
+cleanup), `cluster` (the throwaway PostgreSQL), `replica` (one server process), `tokens`
+(the test identity provider), `client` (one MCP client) and `run` (the phases).
+"""

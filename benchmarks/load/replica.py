@@ -1,0 +1,80 @@
+"""One `ticket-tools serve --http --stateless` process on 127.0.0.1, on a port the OS picks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from load.supervise import Supervisor, cpu_seconds, rss_kib
+from load.tokens import AUDIENCE, ISSUER
+
+START_TIMEOUT_SECONDS = 90.0  # importing the SDK on a loaded 2-core machine takes a while
+READY_PREFIX = "ticket-tools: serving MCP on "
+
+
+class Replica:
+    """A server replica: started, found on its port, killed or stopped by the supervisor."""
+
+    def __init__(
+        self, number: int, supervisor: Supervisor, jwks: Path, store_args: Sequence[str]
+    ) -> None:
+        self.number = number
+        self._supervisor = supervisor
+        self._jwks = jwks
+        self._store_args = tuple(store_args)
+        self._generation = 0
+        self.process: subprocess.Popen[bytes] | None = None
+        self._retired_cpu = 0.0
+        """CPU seconds of this replica's earlier (killed) processes."""
+        self.url = ""
+        self.log = supervisor.folder / f"replica-{number}.log"
+
+    def start(self) -> None:
+        """Start the server process; `wait_ready` finds its address."""
+        self._generation += 1
+        folder = self._supervisor.folder
+        args = [
+            sys.executable, "-m", "ticket_tools", "serve", "--http", "127.0.0.1:0",
+            "--stateless", "--jwks", str(self._jwks), "--issuer", ISSUER,
+            "--audience", AUDIENCE,
+            "--audit-log", str(folder / f"audit-{self.number}-{self._generation}.jsonl"),
+            *self._store_args,
+        ]  # fmt: skip
+        self.log.write_text("")
+        self.process = self._supervisor.start(args, log=self.log)
+
+    def wait_ready(self) -> str:
+        """Wait for the line naming the address; return the MCP URL."""
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            for line in self.log.read_text(errors="replace").splitlines():
+                if line.startswith(READY_PREFIX):
+                    self.url = line.removeprefix(READY_PREFIX).strip()
+                    return self.url
+            if self.process is None or self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise RuntimeError(f"replica {self.number} did not start:\n{self.log.read_text()[-2000:]}")
+
+    def kill(self) -> None:
+        """Kill the replica at once (SIGKILL): the fault a crashed host causes."""
+        if self.process is not None:
+            self._retired_cpu += cpu_seconds(self.process.pid)
+            self._supervisor.stop(self.process, kill=True)
+
+    def running(self) -> bool:
+        """Return whether the process is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    def cpu_seconds(self) -> float:
+        """Return the CPU seconds all this replica's processes have used (a running total)."""
+        if self.process is None or not self.running():
+            return self._retired_cpu
+        return self._retired_cpu + cpu_seconds(self.process.pid)
+
+    def rss_kib(self) -> int | None:
+        """Return the current process's resident set size in KiB."""
+        return None if self.process is None else rss_kib(self.process.pid)
