@@ -127,7 +127,19 @@ def test_rows_keep_order_and_only_the_public_fields() -> None:
 
 
 def test_the_fixture_records_follow_the_rules() -> None:
-    assert len(record_rows(fixture_records())) == 10
+    # The brief's ten tickets in its insertion order, internal fields dropped.
+    assert record_rows(fixture_records()) == [
+        StoredRow("alpha", "TKT-104", "Settings crash", "open"),
+        StoredRow("beta", "TKT-104", "Private billing issue", "closed"),
+        StoredRow("alpha", "TKT-112", "Settings page shows wrong time zone", "open"),
+        StoredRow("alpha", "TKT-101", "Login fails after password reset", "open"),
+        StoredRow("beta", "TKT-108", "Login fails after SSO change", "open"),
+        StoredRow("alpha", "TKT-107", "Login page slow on mobile", "open"),
+        StoredRow("alpha", "TKT-115", "Password reset email delayed", "closed"),
+        StoredRow("beta", "TKT-103", "Refund not received", "open"),
+        StoredRow("alpha", "TKT-102", "CSV export times out", "closed"),
+        StoredRow("alpha", "TKT-110", "Invoice PDF missing logo", "closed"),
+    ]
 
 
 @pytest.mark.parametrize(
