@@ -36,8 +36,8 @@ from bench_store import (
 )
 
 from ticket_tools import TicketStore, execute_tool
-from ticket_tools.postgres_store import _PAGE, _SCOPE_SQL, PostgresStore, import_records
-from ticket_tools.sqlite_store import SQLiteStore, write_database
+from ticket_tools.stores.postgres.store import _PAGE, _SCOPE_SQL, PostgresStore, import_records
+from ticket_tools.stores.sqlite.store import SQLiteStore, write_database
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from postgres_cluster import ThrowawayCluster, find_binaries

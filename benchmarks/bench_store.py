@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ticket_tools import execute_tool
-from ticket_tools.sqlite_store import SQLiteStore, write_database
+from ticket_tools.stores.sqlite.store import SQLiteStore, write_database
 
 SIZES = (10**3, 10**4, 10**5, 10**6)
 TENANTS = 1_000

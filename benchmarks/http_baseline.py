@@ -15,8 +15,8 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.http_server import listen, request_context
-from ticket_tools.tokens import JwtVerifier, KeySet, TokenRules
+from ticket_tools.serve.http import listen, request_context
+from ticket_tools.serve.tokens import JwtVerifier, KeySet, TokenRules
 
 
 def main() -> None:

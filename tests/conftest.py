@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, Phase, settings
 
 from postgres_cluster import ThrowawayCluster, find_binaries
 from ticket_tools import Records, TicketStore
-from ticket_tools.postgres_store import PostgresStore, import_records, postgres_rows
-from ticket_tools.sqlite_store import SQLiteStore
+from ticket_tools.stores.postgres.store import PostgresStore, import_records, postgres_rows
+from ticket_tools.stores.sqlite.store import SQLiteStore
 
 settings.register_profile("default", max_examples=200, deadline=None)
 # `make fuzz`: the deep run over many generated calls.

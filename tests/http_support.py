@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.x509.oid import NameOID
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from ticket_tools.tokens import LEEWAY_SECONDS
+from ticket_tools.serve.tokens import LEEWAY_SECONDS
 
 ISSUER = "https://idp.example.test/"
 AUDIENCE = "https://tickets.example.test/mcp"

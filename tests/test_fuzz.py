@@ -37,8 +37,8 @@ from conftest import StoreFactory
 from fuzz_cases import ARG_CANARY, FUZZ_ROUNDS, STORE_CANARY, FuzzCall, FuzzCase, fuzz_cases
 from ticket_tools import Records, TicketFilter, TicketStore, run_tool
 from ticket_tools.catalog import REGISTRY
-from ticket_tools.search_tickets import DEFAULT_LIMIT
 from ticket_tools.store import tenant_of
+from ticket_tools.tools.search_tickets import DEFAULT_LIMIT
 
 PUBLIC_FIELDS = ("id", "title", "status")
 CODES = ("unknown_tool", "invalid_arguments", "forbidden", "not_found")

@@ -239,7 +239,7 @@ class Run:
         _say("replicas ready: " + ", ".join(replica.url for replica in self.replicas))
 
     def _import(self, records: Path, target: list[str]) -> None:
-        args = [sys.executable, "-m", "ticket_tools", "import", str(records), *target]
+        args = [sys.executable, "-m", "ticket_tools.cli", "import", str(records), *target]
         log = self.supervisor.folder / "import.log"
         process = self.supervisor.start(args, log=log)
         try:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ticket_tools import get_ticket, search_tickets
 from ticket_tools.registry import ToolRegistry
+from ticket_tools.tools import get_ticket, search_tickets
 
 REGISTRY = ToolRegistry(
     [

@@ -24,7 +24,7 @@ from http_support import (
     claims,
     without,
 )
-from ticket_tools.tokens import (
+from ticket_tools.serve.tokens import (
     LEEWAY_SECONDS,
     MAX_JWKS_BYTES,
     MIN_REFRESH_SECONDS,
@@ -270,7 +270,7 @@ async def test_an_unknown_kid_reloads_the_file_at_most_once_per_interval(
 
     path.write_text("{", encoding="utf-8")
     clock.now += MIN_REFRESH_SECONDS
-    with caplog.at_level(logging.WARNING, logger="ticket_tools.tokens"):
+    with caplog.at_level(logging.WARNING, logger="ticket_tools.serve.tokens"):
         assert await verifier.verify_token(idp.sign(claims("alpha", "u1"))) is None
     assert caplog.messages == [
         "JWKS reload failed, keeping the loaded keys: the JWKS is not valid JSON"

@@ -1,4 +1,4 @@
-"""Run the command line as `python -m ticket_tools`."""
+"""Run the command line as `python -m ticket_tools.cli`."""
 
 import sys
 

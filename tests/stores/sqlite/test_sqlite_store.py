@@ -10,22 +10,28 @@ from typing import cast
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
 from conftest import StoreFactory
+from store_cases import (
+    TRAP_RECORDS,
+    multi_tenant_records,
+    odd_requests,
+    store_find_requests,
+    store_search_args,
+)
 from ticket_tools import (
     DictStore,
     Records,
     TicketStore,
     execute_tool,
     fixture_records,
-    sqlite_store,
 )
 from ticket_tools.acceptance import CALLS, AcceptanceCall
 from ticket_tools.filters import TicketFilter
-from ticket_tools.sqlite_import import write_database
-from ticket_tools.sqlite_store import SQLiteStore
 from ticket_tools.store import StoreError
+from ticket_tools.stores.sqlite import store as sqlite_store
+from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.store import SQLiteStore
 
 
 @pytest.fixture
@@ -65,24 +71,6 @@ def test_page_query_searches_the_primary_key(
 
 
 # --- The contract's text semantics, where SQLite's own would differ ---
-
-TRAP_RECORDS = {
-    f"alpha:{ticket_id}": {"id": ticket_id, "title": title, "status": "open"}
-    for ticket_id, title in [
-        ("TKT-101", "100% done"),
-        ("TKT-102", "1000 done"),
-        ("TKT-103", "snake_case name"),
-        ("TKT-104", "snakeXcase name"),
-        ("TKT-105", "C:\\temp\\new"),
-        ("TKT-106", "ÉCOLE fermée"),
-        ("TKT-107", "École"),
-        ("TKT-108", "İstanbul office"),
-        ("TKT-109", "Straße closed"),
-        ("TKT-110", "STRASSE open"),
-        ("TKT-111", "5 \u212a probe"),  # KELVIN SIGN, lowercases to ASCII "k"
-        ("TKT-112", "ΟΔΟΣ works"),
-    ]
-}
 
 TRAPS = [
     pytest.param("%", ["TKT-101"], id="percent-is-literal"),
@@ -240,66 +228,6 @@ def test_acceptance_call_on_sqlite(fixture_store: SQLiteStore, call: AcceptanceC
 
 # --- Differential: the dict store and SQLite agree on generated multi-tenant stores ---
 
-# Characters where a database's text handling parts from Python's: LIKE wildcards
-# (% _) and escape (\), letters whose lowercase is non-ASCII or longer (É İ ẞ Σ) or
-# ASCII from non-ASCII (the Kelvin sign), one that lower() does not fold to "ss" (ß),
-# and NUL. Look-alikes of Latin letters (Kelvin sign; Greek capital, small and final
-# sigma) are written as escapes.
-STORE_TRAP_TEXT = "aAbB %_\\ÉéİiIßsSẞKk\u212a\u03a3\u03c3\u03c2\x00"
-STORE_TENANTS = ("alpha", "beta", "a", "É")
-# Tenants that hold nothing: a prefix of a real tenant, and one shaped like a key.
-STORE_ABSENT_TENANTS = ("alph", "delta", "alpha:TKT-001")
-STORE_STATUSES = ("open", "closed", "Open")
-
-store_ticket_ids = st.integers(min_value=0, max_value=30).map(lambda n: f"TKT-{n:03d}")
-
-
-@st.composite
-def multi_tenant_records(draw: st.DrawFn) -> dict[str, dict[str, str]]:
-    """A records dict over a few tenants whose ids collide and interleave."""
-    rows = draw(
-        st.lists(
-            st.tuples(
-                st.sampled_from(STORE_TENANTS),
-                store_ticket_ids,
-                st.text(alphabet=STORE_TRAP_TEXT, max_size=10),
-                st.sampled_from(STORE_STATUSES),
-                st.booleans(),
-            ),
-            max_size=40,
-        )
-    )
-    records: dict[str, dict[str, str]] = {}
-    for tenant, ticket_id, title, status, internal in rows:
-        stored = {"id": ticket_id, "title": title, "status": status}
-        if internal:
-            stored["internal_note"] = "never shown"
-        records[f"{tenant}:{ticket_id}"] = stored
-    return records
-
-
-store_find_requests = st.tuples(
-    st.sampled_from(STORE_TENANTS + STORE_ABSENT_TENANTS),
-    st.builds(
-        TicketFilter,
-        status=st.none() | st.sampled_from(STORE_STATUSES),
-        text=st.none() | st.text(alphabet=STORE_TRAP_TEXT, min_size=1, max_size=3),
-        after=st.none() | store_ticket_ids,
-    ),
-    st.none() | st.integers(min_value=0, max_value=12),
-)
-"""(tenant, filter, limit) for TicketStore.find, including limits the tools never send."""
-
-store_search_args = st.fixed_dictionaries(
-    {},
-    optional={
-        "status": st.sampled_from(("open", "closed")),
-        "query": st.text(alphabet=STORE_TRAP_TEXT, min_size=1, max_size=3),
-        "limit": st.integers(min_value=1, max_value=10),
-    },
-)
-"""Valid search_tickets arguments without a cursor (a page walk supplies it)."""
-
 
 @given(records=multi_tenant_records(), request=store_find_requests)
 def test_find_matches_the_dict_store(
@@ -336,25 +264,8 @@ def test_search_walk_matches_the_dict_store(
 
 # --- Text with no UTF-8 form: the dict store's answer, never an exception (issue 12, item 1) ---
 
-# What a tenant, status, text or cursor can hold: the generated stores' own values, and
-# lone surrogates around them (a "\ud800" JSON escape, a non-UTF-8 --tenant byte).
-_SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
-_ODD_TEXT = st.text(
-    alphabet=st.one_of(st.sampled_from("aTK-0123É:"), _SURROGATES, st.sampled_from("\ue000\uffff")),
-    max_size=8,
-)
-_odd_requests = st.fixed_dictionaries(
-    {
-        "tenant": st.sampled_from(STORE_TENANTS) | _ODD_TEXT,
-        "status": st.none() | st.sampled_from(STORE_STATUSES) | _ODD_TEXT,
-        "text": st.none() | _ODD_TEXT,
-        "after": st.none() | store_ticket_ids | _ODD_TEXT,
-        "limit": st.none() | st.integers(min_value=-1, max_value=12) | st.just(2**70),
-    }
-)
 
-
-@given(records=multi_tenant_records(), request=_odd_requests)
+@given(records=multi_tenant_records(), request=odd_requests)
 def test_any_text_gets_the_dict_stores_answer(
     records: dict[str, dict[str, str]], request: dict[str, object]
 ) -> None:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from ticket_tools import TicketFilter, fixture_records
-from ticket_tools.sqlite_import import write_database
-from ticket_tools.sqlite_schema import APPLICATION_ID, SCHEMA, SCHEMA_VERSION, store_error
-from ticket_tools.sqlite_store import SQLiteStore
 from ticket_tools.store import StoreError
+from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.schema import APPLICATION_ID, SCHEMA, SCHEMA_VERSION, store_error
+from ticket_tools.stores.sqlite.store import SQLiteStore
 
 NOT_OURS = "{path} is not a ticket database of schema version 2: "
 TABLES_DIFFER = NOT_OURS + "its tables differ from the ones import creates"

@@ -19,9 +19,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ticket_tools.filters import TicketFilter
-from ticket_tools.keyset_sql import PageStatements
-from ticket_tools.records import RecordsError, StoredRow, is_text, record_rows
 from ticket_tools.store import Records, StoreError, TicketStore
+from ticket_tools.stores.keyset_sql import PageStatements
+from ticket_tools.stores.records import RecordsError, StoredRow, is_text, record_rows
 from ticket_tools.tickets import Ticket
 
 SCHEMA_VERSION = 1

@@ -15,7 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import cli, fixture_records, sqlite_import, sqlite_store
+from ticket_tools import fixture_records
+from ticket_tools.cli import commands as cli
+from ticket_tools.stores.sqlite import importer as sqlite_import
+from ticket_tools.stores.sqlite import store as sqlite_store
 
 
 @pytest.fixture
@@ -273,7 +276,8 @@ def test_import_past_the_file_size_limit_is_one_line_and_exit_2(
 # half-built in its temporary folder) until a signal arrives.
 _IMPORT_THAT_WAITS = """
 import sys, time
-from ticket_tools import cli, sqlite_import
+from ticket_tools.cli import commands as cli
+from ticket_tools.stores.sqlite import importer as sqlite_import
 
 insert_rows = sqlite_import.insert_rows
 
@@ -332,7 +336,7 @@ def test_text_that_is_not_utf8_with_a_database(
 ) -> None:
     # Issue 12, items 1 and 4: each of these was a UnicodeEncodeError traceback with --db.
     completed = subprocess.run(
-        [sys.executable, "-m", "ticket_tools", "call", *argv, "--db", str(database)],
+        [sys.executable, "-m", "ticket_tools.cli", "call", *argv, "--db", str(database)],
         input=stdin,
         capture_output=True,
         check=False,

@@ -119,8 +119,8 @@ def test_urls_that_are_not_urls(capsys: Captured, jwks: str, extra: list[str]) -
 def test_the_options_reach_the_server(
     monkeypatch: pytest.MonkeyPatch, jwks: str, tmp_path: Path
 ) -> None:
-    from ticket_tools import http_server  # noqa: PLC0415 - the optional extra
-    from ticket_tools.tokens import TokenRules  # noqa: PLC0415
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve.tokens import TokenRules  # noqa: PLC0415
 
     served: list[tuple[http_server.HttpOptions, object]] = []
     monkeypatch.setattr(

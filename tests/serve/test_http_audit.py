@@ -10,10 +10,10 @@ from typing import Any, cast
 from mcp.server import ServerRequestContext
 
 from http_support import AUDIENCE, ISSUER
-from ticket_tools.audit import MAX_REQUEST_ID_CHARS, AuditLog
-from ticket_tools.http_server import request_context
 from ticket_tools.outcome import failure, success
-from ticket_tools.tokens import TokenRules
+from ticket_tools.serve.audit import MAX_REQUEST_ID_CHARS, AuditLog
+from ticket_tools.serve.http import request_context
+from ticket_tools.serve.tokens import TokenRules
 
 RULES = TokenRules(ISSUER, AUDIENCE)
 

@@ -27,13 +27,14 @@ from mcp.shared.exceptions import MCPError
 
 import ticket_tools
 from expected import UNKNOWN_TOOL_DETAIL
-from ticket_tools import execute_tool, fixture_records, mcp_server, run_tool
+from ticket_tools import execute_tool, fixture_records, run_tool
 from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
 from ticket_tools.cli import main
 from ticket_tools.exports import export_declarations
 from ticket_tools.filters import TicketFilter
-from ticket_tools.mcp_server import build_server, call_result
 from ticket_tools.outcome import Outcome
+from ticket_tools.serve import server as mcp_server
+from ticket_tools.serve.server import build_server, call_result
 from ticket_tools.store import DictStore, Records, TicketStore
 from ticket_tools.tickets import Ticket
 
@@ -93,7 +94,7 @@ async def sessions(
         opened: dict[str, ClientSession] = {}
         for key, args in SERVER_ARGS.items():
             params = StdioServerParameters(
-                command=sys.executable, args=["-m", "ticket_tools", "serve", *args], env=env
+                command=sys.executable, args=["-m", "ticket_tools.cli", "serve", *args], env=env
             )
             if args[-1] == "--records":
                 params.args.append(str(records_file))
@@ -478,7 +479,7 @@ def _reply(server: subprocess.Popen[bytes]) -> object:
 
 def test_raw_json_rpc_lines(errlog: TextIO) -> None:
     server = subprocess.Popen(
-        [sys.executable, "-m", "ticket_tools", "serve", "--tenant", "alpha"],
+        [sys.executable, "-m", "ticket_tools.cli", "serve", "--tenant", "alpha"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=errlog,
@@ -592,7 +593,7 @@ def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
         for key in PROBES:
             servers[key] = stack.enter_context(
                 subprocess.Popen(
-                    [sys.executable, "-m", "ticket_tools", "serve", *SERVER_ARGS[key]],
+                    [sys.executable, "-m", "ticket_tools.cli", "serve", *SERVER_ARGS[key]],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=errlog,
@@ -647,7 +648,7 @@ def test_a_modern_envelope_does_not_change_the_session(errlog: TextIO, session_k
     # info and capabilities in its `_meta`, and the first one opens the connection.
     context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
     server = subprocess.Popen(
-        [sys.executable, "-m", "ticket_tools", "serve", *SERVER_ARGS[session_key]],
+        [sys.executable, "-m", "ticket_tools.cli", "serve", *SERVER_ARGS[session_key]],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=errlog,
@@ -696,7 +697,7 @@ async def test_handler_fault_is_a_generic_error_and_the_server_keeps_serving(
         None,
     )
     assert after.structured_content == CALLS[0].expected
-    [record] = [r for r in caplog.records if r.name == "ticket_tools.mcp_server"]
+    [record] = [r for r in caplog.records if r.name == "ticket_tools.serve.server"]
     assert record.getMessage() == "tool call failed inside the handler"
     assert record.exc_info is not None
     assert str(record.exc_info[1]) == "secret connection string"
@@ -757,7 +758,7 @@ def test_serve_without_the_mcp_extra_says_how_to_install_it(
     # submodules already imported are blocked too, or `mcp.server` would be found.
     for module in [name for name in sys.modules if name == "mcp" or name.startswith("mcp.")]:
         monkeypatch.setitem(sys.modules, module, None)
-    monkeypatch.delitem(sys.modules, "ticket_tools.mcp_server")
+    monkeypatch.delitem(sys.modules, "ticket_tools.serve.server")
     monkeypatch.delattr(ticket_tools, "mcp_server")
     assert main(["serve", "--tenant", "alpha"]) == 2
     captured = capsys.readouterr()

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import DictStore, TicketFilter, fixture_records, sqlite_import
-from ticket_tools.records import RecordsError
-from ticket_tools.sqlite_import import write_database
-from ticket_tools.sqlite_store import SQLiteStore
+from ticket_tools import DictStore, TicketFilter, fixture_records
 from ticket_tools.store import StoreError
+from ticket_tools.stores.records import RecordsError
+from ticket_tools.stores.sqlite import importer as sqlite_import
+from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.store import SQLiteStore
 
 
 @pytest.fixture

@@ -25,8 +25,8 @@ from mcp.shared.message import SessionMessage
 
 from expected import ALPHA, T101
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.mcp_server import build_server
-from ticket_tools.mcp_stdio import encode, read_line, stdio_transport
+from ticket_tools.serve.server import build_server
+from ticket_tools.serve.stdio import encode, read_line, stdio_transport
 
 REPLY_TIMEOUT = 60.0  # seconds: only reached when the server never answers
 PARSE_ERROR = {"code": -32700, "message": "Parse error"}
@@ -57,7 +57,7 @@ class RawServer:
 
     def __init__(self, args: list[str], stderr: BinaryIO) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ticket_tools", "serve", *args],
+            [sys.executable, "-m", "ticket_tools.cli", "serve", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,
@@ -319,7 +319,7 @@ def test_read_line_answers(line: bytes, request_id: object, error: dict[str, obj
 
 @pytest.mark.parametrize(("line", "logged"), NEVER_ANSWERED)
 def test_read_line_drops(line: bytes, logged: bytes, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="ticket_tools.mcp_stdio"):
+    with caplog.at_level(logging.WARNING, logger="ticket_tools.serve.stdio"):
         assert read_line(line.decode()) is None
     assert [f"ticket-tools: WARNING {r.getMessage()}\n".encode() for r in caplog.records] == (
         [logged] if logged else []

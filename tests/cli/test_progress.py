@@ -6,7 +6,7 @@ import io
 
 import pytest
 
-from ticket_tools.progress import ProgressBar
+from ticket_tools.cli.progress import ProgressBar
 
 
 @pytest.mark.parametrize(

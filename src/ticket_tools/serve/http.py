@@ -29,11 +29,11 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl, ValidationError
 from starlette.applications import Starlette
 
-from ticket_tools.audit import AuditLog
 from ticket_tools.execute import Context
-from ticket_tools.mcp_server import build_server
+from ticket_tools.serve.audit import AuditLog
+from ticket_tools.serve.server import build_server
+from ticket_tools.serve.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 from ticket_tools.store import Records, TicketStore
-from ticket_tools.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 
 MCP_PATH = "/mcp"
 LISTEN_BACKLOG = 2048  # uvicorn's own default

@@ -43,8 +43,8 @@ from mcp.shared.exceptions import MCPError
 
 from ticket_tools.execute import Context, run_tool
 from ticket_tools.exports import export_declarations
-from ticket_tools.mcp_stdio import stdio_transport
 from ticket_tools.outcome import Outcome
+from ticket_tools.serve.stdio import stdio_transport
 from ticket_tools.store import Records, TicketStore
 
 SERVER_NAME = "ticket-tools"

@@ -20,19 +20,20 @@ from mcp.shared.exceptions import MCPError
 
 from conftest import OWNER, READER, PostgresDatabase, StoreFactory
 from expected import ALPHA, ALPHA_TICKETS, BETA_T103, BETA_T104, BETA_T108, T101, T104
-from test_sqlite_store import TRAP_RECORDS, _odd_requests, multi_tenant_records, store_find_requests
-from ticket_tools import DictStore, Records, fixture_records, postgres_store
+from store_cases import TRAP_RECORDS, multi_tenant_records, odd_requests, store_find_requests
+from ticket_tools import DictStore, Records, fixture_records
 from ticket_tools.filters import TicketFilter
-from ticket_tools.mcp_server import build_server
-from ticket_tools.postgres_store import (
+from ticket_tools.serve.server import build_server
+from ticket_tools.store import StoreError
+from ticket_tools.stores.postgres import store as postgres_store
+from ticket_tools.stores.postgres.store import (
     PostgresStore,
     TableNotEmptyError,
     describe,
     import_dsn,
     import_records,
 )
-from ticket_tools.records import RecordsError
-from ticket_tools.store import StoreError
+from ticket_tools.stores.records import RecordsError
 
 BETA_TICKETS = [BETA_T103, BETA_T104, BETA_T108]
 BYPASS = "ticket_bypass"
@@ -674,7 +675,7 @@ def test_find_matches_the_dict_store(
     assert store.get(tenant, ticket_id) == dict_store.get(tenant, ticket_id)
 
 
-@given(records=storable_records, request=_odd_requests)
+@given(records=storable_records, request=odd_requests)
 def test_any_text_gets_the_dict_stores_answer(
     postgres_factory: StoreFactory, records: dict[str, dict[str, str]], request: dict[str, object]
 ) -> None:

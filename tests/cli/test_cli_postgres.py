@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
-from ticket_tools import cli, fixture_records
-from ticket_tools.postgres_store import describe
+from ticket_tools import fixture_records
+from ticket_tools.cli import commands as cli
+from ticket_tools.stores.postgres.store import describe
 
 Captured = pytest.CaptureFixture[str]
 

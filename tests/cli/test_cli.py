@@ -17,12 +17,12 @@ import pytest
 
 from ticket_tools import Tool, ToolRegistry, fixture_records, tool_declarations
 from ticket_tools.catalog import REGISTRY
-from ticket_tools.cli import _parser, main
+from ticket_tools.cli.commands import _parser, main
 from ticket_tools.outcome import failure
 
 Captured = pytest.CaptureFixture[str]
 TOOL_NAMES = ", ".join(tool.name for tool in REGISTRY)
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def run(argv: list[str], capsys: Captured) -> tuple[int, str, str]:
@@ -307,16 +307,16 @@ def test_undecodable_stdin_is_one_line_and_exit_2(
 
 
 def test_python_dash_m_runs_main(monkeypatch: pytest.MonkeyPatch, capsys: Captured) -> None:
-    monkeypatch.setattr("sys.argv", ["ticket_tools", "declarations"])
+    monkeypatch.setattr("sys.argv", ["ticket_tools.cli", "declarations"])
     with pytest.raises(SystemExit) as exit_info:
-        runpy.run_module("ticket_tools", run_name="__main__", alter_sys=True)
+        runpy.run_module("ticket_tools.cli", run_name="__main__", alter_sys=True)
     assert exit_info.value.code == 0
     assert json.loads(capsys.readouterr().out) == tool_declarations()
 
 
 def test_python_dash_m_in_a_real_process() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "ticket_tools", "call", "get_ticket", "-", "--tenant", "beta"],
+        [sys.executable, "-m", "ticket_tools.cli", "call", "get_ticket", "-", "--tenant", "beta"],
         input=b'{"ticket_id": "TKT-108"}',
         capture_output=True,
         check=False,
@@ -331,7 +331,7 @@ def test_python_dash_m_in_a_real_process() -> None:
 
 def test_undecodable_stdin_in_a_real_process() -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "ticket_tools", "call", "get_ticket", "-", "--tenant", "alpha"],
+        [sys.executable, "-m", "ticket_tools.cli", "call", "get_ticket", "-", "--tenant", "alpha"],
         input=b"\xff",
         capture_output=True,
         check=False,
@@ -388,7 +388,7 @@ def _describe(parser: argparse.ArgumentParser) -> dict[str, object]:
 def test_every_option_and_help_text_matches_the_golden_file() -> None:
     # Pinned as data rather than `--help` output, which changes between Python versions.
     # Regenerate after a deliberate change with UPDATE_GOLDEN=1, then read the diff.
-    path = Path(__file__).parent / "golden" / "cli-options.json"
+    path = Path(__file__).parents[1] / "golden" / "cli-options.json"
     described = json.dumps(_describe(_parser()), indent=2, ensure_ascii=False) + "\n"
     if os.environ.get("UPDATE_GOLDEN") == "1":
         path.write_text(described, encoding="utf-8")
@@ -418,7 +418,7 @@ def test_serve_hands_the_session_and_store_to_the_mcp_server(
     flags: list[str],
     context: dict[str, object],
 ) -> None:
-    from ticket_tools import mcp_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
     served: list[tuple[object, object]] = []
     monkeypatch.setattr(mcp_server, "serve", lambda *args: served.append(args))
@@ -461,7 +461,8 @@ def test_declarations_print_non_ascii_as_is(
 ) -> None:
     # Today's declarations are ASCII; a description in another language must print as written.
     monkeypatch.setattr(
-        "ticket_tools.cli.export_declarations", lambda fmt: [{"name": fmt, "description": "Été"}]
+        "ticket_tools.cli.commands.export_declarations",
+        lambda fmt: [{"name": fmt, "description": "Été"}],
     )
     status, out, err = run(["declarations", "--format", "mcp"], capsys)
     assert (status, err) == (0, "")
@@ -520,7 +521,7 @@ def test_call_help_takes_the_tool_names_from_the_registry(
             Tool("demo_only_tool", "d", (), lambda *_: failure("not_found", "never called")),
         ]
     )
-    monkeypatch.setattr("ticket_tools.cli.REGISTRY", registry)
+    monkeypatch.setattr("ticket_tools.cli.commands.REGISTRY", registry)
     assert f"The tools: {TOOL_NAMES}, demo_only_tool." in _help(["call"], capsys)
 
 
@@ -581,7 +582,16 @@ def test_undecodable_stdin_in_the_c_locale_exits_2() -> None:
     # In the C locale Python reads stdin with surrogateescape: the bytes came through as
     # a lone surrogate, the call answered, and the exit status was 0.
     completed = subprocess.run(
-        [sys.executable, "-m", "ticket_tools", "call", "search_tickets", "-", "--tenant", "alpha"],
+        [
+            sys.executable,
+            "-m",
+            "ticket_tools.cli",
+            "call",
+            "search_tickets",
+            "-",
+            "--tenant",
+            "alpha",
+        ],
         input=b'{"query": "\xff"}',
         capture_output=True,
         check=False,
@@ -600,7 +610,7 @@ def test_a_closed_pipe_is_one_line_and_exit_141() -> None:
     os.close(read_end)
     with os.fdopen(write_end, "wb") as stdout:
         completed = subprocess.run(
-            [sys.executable, "-m", "ticket_tools", "declarations"],
+            [sys.executable, "-m", "ticket_tools.cli", "declarations"],
             stdout=stdout,
             stderr=subprocess.PIPE,
             check=False,
@@ -613,7 +623,7 @@ def test_a_closed_pipe_is_one_line_and_exit_141() -> None:
 
 def test_ctrl_c_during_serve_is_one_line_and_exit_130() -> None:
     server = subprocess.Popen(
-        [sys.executable, "-m", "ticket_tools", "serve", "--tenant", "alpha"],
+        [sys.executable, "-m", "ticket_tools.cli", "serve", "--tenant", "alpha"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -16,14 +16,14 @@ from typing import cast
 
 from ticket_tools.acceptance import run_acceptance
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli.progress import ProgressBar
 from ticket_tools.execute import run_tool
 from ticket_tools.exports import FORMATS, export_declarations
 from ticket_tools.fixtures import fixture_records
-from ticket_tools.progress import ProgressBar
-from ticket_tools.records import RecordsError, is_text, record_rows
-from ticket_tools.sqlite_import import write_database
-from ticket_tools.sqlite_store import SQLiteStore
 from ticket_tools.store import Records, StoreError, TicketStore
+from ticket_tools.stores.records import RecordsError, is_text, record_rows
+from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.store import SQLiteStore
 
 # Below this many tickets an import is too quick for a progress bar to help.
 PROGRESS_MIN_TICKETS = 50_000
@@ -205,7 +205,7 @@ def _postgres_store() -> ModuleType:
         or importlib.util.find_spec("psycopg_pool") is None
     ):
         raise CommandError("--postgres needs psycopg: pip install 'ticket-tools[postgres]'")
-    from ticket_tools import postgres_store  # noqa: PLC0415
+    from ticket_tools.stores.postgres import store as postgres_store  # noqa: PLC0415
 
     return postgres_store
 
@@ -255,7 +255,7 @@ def _run_serve(options: argparse.Namespace) -> int:
     # for a missing extra.
     if importlib.util.find_spec("mcp") is None:
         raise CommandError("serve needs the MCP SDK: pip install 'ticket-tools[mcp]'")
-    from ticket_tools import mcp_server  # noqa: PLC0415
+    from ticket_tools.serve import server as mcp_server  # noqa: PLC0415
 
     if options.http is not None:
         return _run_serve_http(options)
@@ -356,7 +356,8 @@ def _run_serve_http(options: argparse.Namespace) -> int:
     ]
     if missing:
         raise CommandError(f"--http needs {', '.join(missing)}")
-    from ticket_tools import http_server, tokens  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve import tokens  # noqa: PLC0415 - the optional extra
 
     named = {"tenant_claim": options.tenant_claim, "read_scope": options.read_scope}
     rules = tokens.TokenRules(

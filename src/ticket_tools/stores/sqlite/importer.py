@@ -9,9 +9,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from ticket_tools.records import StoredRow, record_rows
-from ticket_tools.sqlite_schema import create_schema, store_error
 from ticket_tools.store import Records
+from ticket_tools.stores.records import StoredRow, record_rows
+from ticket_tools.stores.sqlite.schema import create_schema, store_error
 
 # Rows per executemany call during an import; also how often progress is reported.
 IMPORT_BATCH = 10_000

@@ -18,7 +18,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.outcome import Outcome
-from ticket_tools.tokens import TokenRules
+from ticket_tools.serve.tokens import TokenRules
 
 MAX_REQUEST_ID_CHARS = 64  # a JSON-RPC id is the client's choice: keep a line short
 

@@ -7,7 +7,7 @@ from typing import cast
 import pytest
 
 from ticket_tools import Records, fixture_records
-from ticket_tools.records import RecordsError, StoredRow, is_text, record_rows
+from ticket_tools.stores.records import RecordsError, StoredRow, is_text, record_rows
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 FIELDS_RULE = "id, title and status must be strings of valid Unicode"

@@ -1,0 +1,1 @@
+"""Stores beyond the in-memory dict: the records rules they share, SQLite, PostgreSQL."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL store (extra `postgres`): row-level security per tenant."""

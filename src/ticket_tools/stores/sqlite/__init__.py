@@ -1,0 +1,1 @@
+"""The SQLite store: its schema, its import, and the reader that serves the tools."""
