@@ -220,7 +220,7 @@ class HttpServer:
         args = [
             sys.executable,
             "-m",
-            "ticket_tools",
+            "ticket_tools.cli",
             "serve",
             "--http",
             "127.0.0.1:0",
