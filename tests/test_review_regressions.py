@@ -7,8 +7,6 @@ and the ID is a keyset position, so a change before it cannot shift the next pag
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Mapping
 
 import pytest
@@ -19,15 +17,10 @@ from ticket_tools import execute_tool, fixture_records
 
 INVALID = {"ok": False, "code": "invalid_arguments"}
 
-# base64(JSON.stringify({tenant: "beta", after: ""})): the sample shows alpha beta's tickets.
+# base64 of {"tenant":"beta","after":""} (REVIEW.md, comment 1): alpha reads beta's tickets.
 FORGED_BETA = "eyJ0ZW5hbnQiOiJiZXRhIiwiYWZ0ZXIiOiIifQ=="
-# The sample's own next_cursor for alpha's first page (acceptance call A2).
+# base64 of {"tenant":"alpha","after":"TKT-110"}: the sample's own next_cursor for A2.
 SAMPLE_ALPHA_NEXT = "eyJ0ZW5hbnQiOiJhbHBoYSIsImFmdGVyIjoiVEtULTExMCJ9"
-
-
-def test_the_review_tokens_decode_as_the_review_says() -> None:
-    decoded = [json.loads(base64.b64decode(token)) for token in (FORGED_BETA, SAMPLE_ALPHA_NEXT)]
-    assert decoded == [{"tenant": "beta", "after": ""}, {"tenant": "alpha", "after": "TKT-110"}]
 
 
 @pytest.mark.parametrize(
