@@ -25,7 +25,7 @@ from mcp import Client, ClientSession, StdioServerParameters, stdio_client
 from mcp.server import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-import ticket_tools
+import ticket_tools.serve
 from expected import UNKNOWN_TOOL_DETAIL
 from ticket_tools import execute_tool, fixture_records, run_tool
 from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
@@ -759,7 +759,7 @@ def test_serve_without_the_mcp_extra_says_how_to_install_it(
     for module in [name for name in sys.modules if name == "mcp" or name.startswith("mcp.")]:
         monkeypatch.setitem(sys.modules, module, None)
     monkeypatch.delitem(sys.modules, "ticket_tools.serve.server")
-    monkeypatch.delattr(ticket_tools, "mcp_server")
+    monkeypatch.delattr(ticket_tools.serve, "server")
     assert main(["serve", "--tenant", "alpha"]) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == (
