@@ -36,7 +36,8 @@ from bench_store import (
 )
 
 from ticket_tools import TicketStore, execute_tool
-from ticket_tools.stores.postgres.store import _PAGE, _SCOPE_SQL, PostgresStore, import_records
+from ticket_tools.stores.postgres.importer import import_records
+from ticket_tools.stores.postgres.store import _PAGE, _SCOPE_SQL, PostgresStore
 from ticket_tools.stores.sqlite.store import SQLiteStore, write_database
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))

@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, Phase, settings
 
 from postgres_cluster import ThrowawayCluster, find_binaries
 from ticket_tools import Records, TicketStore
-from ticket_tools.stores.postgres.store import PostgresStore, import_records, postgres_rows
+from ticket_tools.stores.postgres.importer import import_records, postgres_rows
+from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.sqlite.store import SQLiteStore
 
 settings.register_profile("default", max_examples=200, deadline=None)

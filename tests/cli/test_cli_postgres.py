@@ -11,7 +11,7 @@ import pytest
 from conftest import OWNER, READER, PostgresDatabase
 from ticket_tools import fixture_records
 from ticket_tools.cli import commands as cli
-from ticket_tools.stores.postgres.store import describe
+from ticket_tools.stores.postgres.schema import describe
 
 Captured = pytest.CaptureFixture[str]
 

@@ -11,7 +11,6 @@ import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import ModuleType
 from typing import cast
 
 from ticket_tools.acceptance import run_acceptance
@@ -189,8 +188,10 @@ def _open_store(options: argparse.Namespace) -> Records | TicketStore:
     dsn = _postgres_dsn(options)
     if dsn is None:
         return fixture_records()
-    store: TicketStore = _postgres_store().PostgresStore.open(dsn)
-    return store
+    _require_postgres()
+    from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
+
+    return PostgresStore.open(dsn)
 
 
 def _postgres_dsn(options: argparse.Namespace) -> str | None:
@@ -198,16 +199,14 @@ def _postgres_dsn(options: argparse.Namespace) -> str | None:
     return dsn
 
 
-def _postgres_store() -> ModuleType:
-    # Imported here: psycopg is an optional extra, and the core never needs it.
+def _require_postgres() -> None:
+    # Asked before importing the PostgreSQL store: psycopg is an optional extra, and
+    # the core never needs it.
     if (
         importlib.util.find_spec("psycopg") is None
         or importlib.util.find_spec("psycopg_pool") is None
     ):
         raise CommandError("--postgres needs psycopg: pip install 'ticket-tools[postgres]'")
-    from ticket_tools.stores.postgres import store as postgres_store  # noqa: PLC0415
-
-    return postgres_store
 
 
 def _run_acceptance(options: argparse.Namespace) -> int:
@@ -426,15 +425,19 @@ def _sqlite_importer(path: Path) -> Importer:
 
 
 def _postgres_importer(dsn: str, options: argparse.Namespace) -> Importer:
-    postgres = _postgres_store()  # before reading a large file: the extra may be missing
-    target: str = postgres.describe(dsn)
+    _require_postgres()  # before reading a large file: the extra may be missing
+    from ticket_tools.stores.postgres.importer import (  # noqa: PLC0415
+        TableNotEmptyError,
+        import_dsn,
+    )
+    from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
+
+    target = describe(dsn)
 
     def write(records: Records, progress: Callable[[int, int], None] | None) -> tuple[int, str]:
         try:
-            count: int = postgres.import_dsn(
-                dsn, records, grant_to=options.grant_to, on_progress=progress
-            )
-        except postgres.TableNotEmptyError:
+            count = import_dsn(dsn, records, grant_to=options.grant_to, on_progress=progress)
+        except TableNotEmptyError:
             raise CommandError(
                 f"{target} already holds tickets; import only fills an empty table"
             ) from None

@@ -25,14 +25,11 @@ from ticket_tools import DictStore, Records, fixture_records
 from ticket_tools.filters import TicketFilter
 from ticket_tools.serve.server import build_server
 from ticket_tools.store import StoreError
+from ticket_tools.stores.postgres import importer as postgres_importer
 from ticket_tools.stores.postgres import store as postgres_store
-from ticket_tools.stores.postgres.store import (
-    PostgresStore,
-    TableNotEmptyError,
-    describe,
-    import_dsn,
-    import_records,
-)
+from ticket_tools.stores.postgres.importer import TableNotEmptyError, import_dsn, import_records
+from ticket_tools.stores.postgres.schema import describe
+from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.records import RecordsError
 
 BETA_TICKETS = [BETA_T103, BETA_T104, BETA_T108]
@@ -634,7 +631,7 @@ def test_import_refuses_malformed_records(
 def test_import_reports_progress_per_batch(
     database: PostgresDatabase, scratch: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(postgres_store, "IMPORT_BATCH", 4)
+    monkeypatch.setattr(postgres_importer, "IMPORT_BATCH", 4)
     seen: list[tuple[int, int]] = []
     import_dsn(
         _dsn(database, OWNER, scratch),

@@ -1,1 +1,1 @@
-"""The PostgreSQL store (extra `postgres`): row-level security per tenant."""
+"""The PostgreSQL store (extra `postgres`): its schema, its import, and the row-secured reader."""

@@ -11,114 +11,29 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Mapping
 
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ticket_tools.filters import TicketFilter
-from ticket_tools.store import Records, StoreError, TicketStore
+from ticket_tools.store import StoreError, TicketStore
 from ticket_tools.stores.keyset_sql import PageStatements
-from ticket_tools.stores.records import RecordsError, StoredRow, is_text, record_rows
+from ticket_tools.stores.postgres.schema import (
+    check_connection,
+    check_schema,
+    describe,
+    store_error,
+)
+from ticket_tools.stores.records import is_text
 from ticket_tools.tickets import Ticket
 
-SCHEMA_VERSION = 1
 # How long one call may take: waiting for a pooled connection, connecting, and the
 # statement itself (its statement_timeout). Past it the call fails as "unavailable".
 DEFAULT_TIMEOUT = 5.0
 # Connections one store may hold; each serves one call at a time.
 DEFAULT_MAX_CONNECTIONS = 4
-# Rows per progress report during an import.
-IMPORT_BATCH = 10_000
 # The largest LIMIT PostgreSQL takes (a bigint); a larger limit is no limit.
 _MAX_LIMIT = 2**63 - 1
-
-# The table comment is the schema's version stamp, read back by `open`.
-_COMMENT = f"ticket-tools tickets, schema version {SCHEMA_VERSION}"
-# COLLATE "C" compares text by code point, exactly as Python compares str: the key
-# order, `id > cursor` and ORDER BY id all agree with the dict store. `title_lower` holds
-# Python's title.lower(), computed at import: PostgreSQL's lower() differs from it
-# ('İ', final sigma), so the text filter never calls it. Only the public fields are
-# stored: internal fields are dropped at import.
-_CREATE_TABLE = """
-CREATE TABLE tickets (
-    tenant text COLLATE "C" NOT NULL,
-    id text COLLATE "C" NOT NULL,
-    title text COLLATE "C" NOT NULL,
-    status text COLLATE "C" NOT NULL,
-    title_lower text COLLATE "C" NOT NULL,
-    PRIMARY KEY (tenant, id)
-)
-"""
-_POLICY = "tickets_tenant"
-_CREATE_POLICY = (
-    f"CREATE POLICY {_POLICY} ON tickets USING (tenant = current_setting('app.tenant', true))"
-)
-_CREATE_SCHEMA = (
-    _CREATE_TABLE,
-    "ALTER TABLE tickets ENABLE ROW LEVEL SECURITY",
-    _CREATE_POLICY,
-    f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
-)
-
-# One row describing the table as the catalog sees it, or no row without a table.
-_SCHEMA_SQL = """
-SELECT
-    obj_description(c.oid, 'pg_class'),
-    c.relrowsecurity,
-    c.relforcerowsecurity,
-    ARRAY(
-        SELECT a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' '
-            || coalesce(co.collname, '') || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
-        FROM pg_attribute a LEFT JOIN pg_collation co ON co.oid = a.attcollation
-        WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-        ORDER BY a.attnum
-    ),
-    ARRAY(
-        SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
-        WHERE k.conrelid = c.oid ORDER BY k.conname
-    ),
-    ARRAY(
-        SELECT p.polname || ' ' || p.polcmd::text || ' ' || p.polpermissive::text || ' '
-            || p.polroles::text || ' ' || pg_get_expr(p.polqual, p.polrelid)
-        FROM pg_policy p WHERE p.polrelid = c.oid ORDER BY p.polname
-    )
-FROM pg_class c
-WHERE c.oid = to_regclass('tickets')
-"""
-_COLUMNS = [
-    f"{name} text C NOT NULL" for name in ("tenant", "id", "title", "status", "title_lower")
-]
-_CONSTRAINTS = ["PRIMARY KEY (tenant, id)"]
-# Exactly one policy, for every command and every role: another permissive policy
-# would widen what a connection sees, so any other set of policies is refused.
-_POLICIES = [f"{_POLICY} * true {{0}} (tenant = current_setting('app.tenant'::text, true))"]
-
-# Whether the connection's roles could skip the policy: a superuser, a BYPASSRLS role,
-# or the table's owner, or a member of any of these (who could SET ROLE to it). Both
-# the current and the session user are asked: either could run the next statement.
-_ROLE_SQL = """
-SELECT
-    EXISTS (
-        SELECT FROM pg_roles r, (VALUES (current_user), (session_user)) AS u (name)
-        WHERE r.rolsuper AND pg_has_role(u.name, r.oid, 'MEMBER')
-    ),
-    EXISTS (
-        SELECT FROM pg_roles r, (VALUES (current_user), (session_user)) AS u (name)
-        WHERE r.rolbypassrls AND pg_has_role(u.name, r.oid, 'MEMBER')
-    ),
-    EXISTS (
-        SELECT FROM pg_class c, (VALUES (current_user), (session_user)) AS u (name)
-        WHERE c.oid = to_regclass('tickets') AND pg_has_role(u.name, c.relowner, 'MEMBER')
-    )
-"""
-_ROLE_REFUSALS = (
-    "a superuser role (or a member of one)",
-    "a role with BYPASSRLS (or a member of one)",
-    "the owner of the tickets table (or a member of its role)",
-)
 
 # Transaction-local (the `true`): both settings end with the call's transaction, so
 # they cannot leak to the next borrower of the pooled connection.
@@ -137,10 +52,6 @@ _PAGE = PageStatements(
     text="strpos(title_lower, %s) > 0",
     limit="%s",
 )
-
-
-class TableNotEmptyError(Exception):
-    """An import into a tickets table that already holds tickets (imports never merge)."""
 
 
 class PostgresStore(TicketStore):
@@ -180,7 +91,7 @@ class PostgresStore(TicketStore):
                 check_connection(connection, source)
                 check_schema(connection, source)
         except psycopg.Error as error:
-            raise _store_error(error, source, "connect to") from None
+            raise store_error(error, source, "connect to") from None
         pool: ConnectionPool = ConnectionPool(
             dsn,
             kwargs={"connect_timeout": connect_timeout},
@@ -255,31 +166,7 @@ class PostgresStore(TicketStore):
             if retry and connection is not None and connection.broken:
                 self._pool.check()
                 return self._select(tenant, statement, params, retry=False)
-            raise _store_error(error, self._source, "read") from None
-
-
-def check_connection(connection: psycopg.Connection, source: str) -> None:
-    """Raise StoreError("privileged") if the connection's roles could bypass the policy."""
-    [flags] = connection.execute(_ROLE_SQL).fetchall()  # one row of three booleans
-    for flag, refusal in zip(flags, _ROLE_REFUSALS, strict=True):
-        if flag:
-            raise StoreError(
-                "privileged",
-                f"{source} connects as {refusal}, which row-level security does not "
-                "restrict; connect as the reader role",
-            )
-
-
-def check_schema(connection: psycopg.Connection, source: str) -> None:
-    """Raise StoreError("schema") unless `tickets` is this schema version, policy forced."""
-    found = connection.execute(_SCHEMA_SQL).fetchone()
-    expected = (_COMMENT, True, True, _COLUMNS, _CONSTRAINTS, _POLICIES)
-    if found != expected:
-        raise StoreError(
-            "schema",
-            f"{source} has no ticket-tools tickets table (schema version {SCHEMA_VERSION}) "
-            "with its row-level security forced",
-        )
+            raise store_error(error, self._source, "read") from None
 
 
 def _configure(connection: psycopg.Connection, source: str) -> None:
@@ -291,97 +178,6 @@ def _configure(connection: psycopg.Connection, source: str) -> None:
         raise
     connection.rollback()  # the pool takes only idle connections
     connection.read_only = True
-
-
-# --- Import ---
-
-
-def import_records(
-    connection: psycopg.Connection,
-    records: Records,
-    *,
-    grant_to: str | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> int:
-    """Copy `records` into an empty `tickets` table (created if absent); return the count.
-
-    Run as the table's owner. Everything happens in one transaction (a savepoint if
-    one is open): on any failure nothing is written. `grant_to` names the reader role
-    to give SELECT on the table. Raises RecordsError, TableNotEmptyError, psycopg.Error.
-    """
-    rows = postgres_rows(records)
-    with connection.transaction():
-        if connection.execute("SELECT to_regclass('tickets') IS NULL").fetchone() == (True,):
-            for statement in _CREATE_SCHEMA:
-                connection.execute(statement)
-        else:
-            check_schema(connection, _describe(connection.info.get_parameters()))
-        # Under FORCE the owner, too, sees only app.tenant's rows and may insert no
-        # other: lift it for this transaction only. ALTER TABLE holds an ACCESS
-        # EXCLUSIVE lock until commit, so no other session ever sees the table unforced.
-        connection.execute("ALTER TABLE tickets NO FORCE ROW LEVEL SECURITY")
-        if connection.execute("SELECT EXISTS (SELECT FROM tickets)").fetchone() == (True,):
-            raise TableNotEmptyError("the tickets table already holds tickets")
-        with connection.cursor().copy(
-            "COPY tickets (tenant, id, title, status, title_lower) FROM STDIN"
-        ) as copy:
-            for done, (tenant, ticket_id, title, status) in enumerate(rows, start=1):
-                copy.write_row((tenant, ticket_id, title, status, title.lower()))
-                if on_progress is not None and (done % IMPORT_BATCH == 0 or done == len(rows)):
-                    on_progress(done, len(rows))
-        connection.execute("ALTER TABLE tickets FORCE ROW LEVEL SECURITY")
-        connection.execute("ANALYZE tickets")
-        if grant_to is not None:
-            grant = sql.SQL("GRANT SELECT ON tickets TO {}").format(sql.Identifier(grant_to))
-            connection.execute(grant)
-    return len(rows)
-
-
-def import_dsn(
-    dsn: str,
-    records: Records,
-    *,
-    grant_to: str | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> int:
-    """Connect to `dsn` (as the owner) and `import_records`; database failures raise StoreError."""
-    source = describe(dsn)
-    try:
-        with psycopg.connect(dsn) as connection:
-            return import_records(connection, records, grant_to=grant_to, on_progress=on_progress)
-    except psycopg.Error as error:
-        raise _store_error(error, source, "import into") from None
-
-
-def postgres_rows(records: Records) -> list[StoredRow]:
-    """Check `records` by the records rules, and refuse NUL; return rows in key order."""
-    rows = record_rows(records)
-    for position, fields in enumerate(rows, start=1):
-        if any("\x00" in text for text in fields):
-            raise RecordsError(
-                f"record {position} (in file order): PostgreSQL text cannot hold a NUL character"
-            )
-    # Key order makes every row an append to the primary key's B-tree.
-    return sorted(rows)
-
-
-# --- Helpers ---
-
-
-def describe(dsn: str) -> str:
-    """Name a database by its DSN's user, host, port and dbname: never its password."""
-    try:
-        params = conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "PostgreSQL (an unreadable DSN)"
-    return _describe(params)
-
-
-def _describe(params: Mapping[str, object]) -> str:
-    shown = [
-        f"{name}={params[name]}" for name in ("user", "host", "port", "dbname") if name in params
-    ]
-    return f"PostgreSQL ({' '.join(shown) or 'default connection'})"
 
 
 def _storable(text: str) -> bool:
@@ -407,14 +203,3 @@ def _lower_bound(after: str) -> str:
 
 def _ticket(row: tuple[object, ...]) -> Ticket:
     return {"id": str(row[0]), "title": str(row[1]), "status": str(row[2])}
-
-
-def _store_error(error: psycopg.Error, source: str, action: str) -> StoreError:
-    """Classify a psycopg error by its SQLSTATE and class, never by its message.
-
-    libpq gives a failed connection no SQLSTATE, so a missing database, a wrong
-    password and a stopped server are alike "unavailable" (the class name says which kind).
-    """
-    if error.sqlstate in ("42P01", "42703"):  # undefined table or column
-        return StoreError("schema", f"{source} is not a ticket-tools database")
-    return StoreError("unavailable", f"cannot {action} {source} ({type(error).__name__})")
