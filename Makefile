@@ -20,7 +20,7 @@ check: $(VENV)/.dev
 bench: $(VENV)/.dev
 	$(BIN)/python benchmarks/run.py
 
-# Replicas of `serve --http --stateless` on one throwaway PostgreSQL, under load and faults:
+# Replicas of `serve http --stateless` on one throwaway PostgreSQL, under load and faults:
 # 8/32/64 clients, a replica killed, the database restarted, a soak; every result checked.
 # Bounded and self-stopping (well under 10 minutes by default); report in build/load-report.json.
 # Longer soak: make load LOAD_ARGS='--soak-seconds 600'.

@@ -1,4 +1,4 @@
-"""Tool calls per second through `ticket-tools serve --http`, against the SDK's `MCPServer`.
+"""Tool calls per second through `ticket-tools serve http`, against the SDK's `MCPServer`.
 
 Both servers run as subprocesses on 127.0.0.1 with the same token verifier, store, uvicorn
 and transport settings (JSON responses, sessions on); the baseline is
@@ -222,7 +222,7 @@ def main() -> None:
         jwks = folder / "jwks.json"
         jwks.write_text(json.dumps(document), encoding="utf-8")
         rules = ["--jwks", str(jwks), "--issuer", ISSUER, "--audience", AUDIENCE]
-        serve = [sys.executable, "-m", "ticket_tools.cli", "serve", "--http", "127.0.0.1:0", *rules]
+        serve = [sys.executable, "-m", "ticket_tools.cli", "serve", "http", "127.0.0.1:0", *rules]
         audit = ["--audit-log", os.devnull]
         baseline_script = str(Path(__file__).with_name("http_baseline.py"))
         baseline_args = [sys.executable, baseline_script, str(jwks), ISSUER, AUDIENCE]

@@ -36,7 +36,7 @@ def _median_p90_us(samples: list[float]) -> tuple[float, float]:
 async def _mcp_samples() -> dict[str, list[float]]:
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "ticket_tools.cli", "serve", "--tenant", "alpha"],
+        args=["-m", "ticket_tools.cli", "serve", "stdio", "--tenant", "alpha"],
         env=dict(os.environ),
     )
     samples: dict[str, list[float]] = {}

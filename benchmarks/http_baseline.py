@@ -1,7 +1,7 @@
 """The benchmark's baseline: the SDK's high-level `MCPServer` serving the same search.
 
 Same token verifier, same trusted context (from the request's token), same store and the
-same uvicorn and transport settings as `ticket-tools serve --http`; only the MCP layer
+same uvicorn and transport settings as `ticket-tools serve http`; only the MCP layer
 differs. Run by bench_http.py as `python benchmarks/http_baseline.py JWKS ISSUER AUDIENCE`.
 """
 
@@ -24,7 +24,7 @@ def main() -> None:
     jwks, issuer, audience = sys.argv[1:4]
     rules = TokenRules(issuer, audience)
     records = fixture_records()
-    listener = listen("127.0.0.1", 0)  # as `serve --http` binds: Nagle off
+    listener = listen("127.0.0.1", 0)  # as `serve http` binds: Nagle off
     url = f"http://127.0.0.1:{listener.getsockname()[1]}/mcp"
     server = MCPServer(
         "baseline",

@@ -222,7 +222,7 @@ class HttpServer:
             "-m",
             "ticket_tools.cli",
             "serve",
-            "--http",
+            "http",
             "127.0.0.1:0",
             "--jwks",
             jwks,

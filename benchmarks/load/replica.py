@@ -37,7 +37,7 @@ class Replica:
         self._generation += 1
         folder = self._supervisor.folder
         args = [
-            sys.executable, "-m", "ticket_tools.cli", "serve", "--http", "127.0.0.1:0",
+            sys.executable, "-m", "ticket_tools.cli", "serve", "http", "127.0.0.1:0",
             "--stateless", "--jwks", str(self._jwks), "--issuer", ISSUER,
             "--audience", AUDIENCE,
             "--audit-log", str(folder / f"audit-{self.number}-{self._generation}.jsonl"),

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import fixture_records
-from ticket_tools.cli import commands as cli
+from ticket_tools import cli, fixture_records
+from ticket_tools.cli import stores as cli_stores
 from ticket_tools.stores.sqlite import importer as sqlite_import
 from ticket_tools.stores.sqlite import store as sqlite_store
 
@@ -198,7 +198,7 @@ def test_import_draws_a_progress_bar_on_a_terminal(
 ) -> None:
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    monkeypatch.setattr(cli, "PROGRESS_MIN_TICKETS", 10)
+    monkeypatch.setattr(cli_stores, "PROGRESS_MIN_TICKETS", 10)
     monkeypatch.setattr(sqlite_import, "IMPORT_BATCH", 6)
     status = cli.main(["import", str(records_file), "--db", str(tmp_path / "t.sqlite")])
     assert (status, terminal.getvalue()) == (
@@ -276,7 +276,7 @@ def test_import_past_the_file_size_limit_is_one_line_and_exit_2(
 # half-built in its temporary folder) until a signal arrives.
 _IMPORT_THAT_WAITS = """
 import sys, time
-from ticket_tools.cli import commands as cli
+from ticket_tools import cli
 from ticket_tools.stores.sqlite import importer as sqlite_import
 
 insert_rows = sqlite_import.insert_rows

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
-from ticket_tools import fixture_records
-from ticket_tools.cli import commands as cli
+from ticket_tools import cli, fixture_records
+from ticket_tools.cli.stores import POSTGRES_ENV
 from ticket_tools.stores.postgres.schema import describe
 
 Captured = pytest.CaptureFixture[str]
@@ -64,7 +64,7 @@ def test_import_fills_the_table_and_call_reads_it(
 def test_the_dsn_may_come_from_the_environment(
     reader_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: Captured
 ) -> None:
-    monkeypatch.setenv(cli.POSTGRES_ENV, reader_dsn)
+    monkeypatch.setenv(POSTGRES_ENV, reader_dsn)
     status = cli.main(GAMMA_CALL)
     out, err = capsys.readouterr()
     assert (status, json.loads(out), err) == (0, GAMMA_FOUND, "")
@@ -74,7 +74,7 @@ def test_the_dsn_may_come_from_the_environment(
 def test_records_on_the_command_line_win_over_the_environment(
     tmp_path: Path, reader_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: Captured
 ) -> None:
-    monkeypatch.setenv(cli.POSTGRES_ENV, reader_dsn)
+    monkeypatch.setenv(POSTGRES_ENV, reader_dsn)
     records = _write(tmp_path / "records.json", fixture_records())
     status = cli.main([*GAMMA_CALL, "--records", str(records)])
     out, err = capsys.readouterr()
@@ -163,7 +163,7 @@ def test_import_needs_one_target(
     args: list[str],
     message: str,
 ) -> None:
-    monkeypatch.delenv(cli.POSTGRES_ENV, raising=False)
+    monkeypatch.delenv(POSTGRES_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
     status = cli.main(["import", "records.json", *args])
     assert (status, capsys.readouterr(), list(tmp_path.iterdir())) == (

@@ -1,4 +1,4 @@
-"""One HTTP endpoint for every tenant, through real `ticket-tools serve --http` processes.
+"""One HTTP endpoint for every tenant, through real `ticket-tools serve http` processes.
 
 The test is the identity provider: it makes key pairs, publishes their JWKS and signs the
 tokens. The official SDK client (`streamable_http_client`) drives the servers; what a client

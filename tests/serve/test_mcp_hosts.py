@@ -39,7 +39,7 @@ from ticket_tools.exports import export_declarations
 
 pytestmark = pytest.mark.anyio
 
-SERVE = ["-m", "ticket_tools.cli", "serve", "--tenant", "alpha"]
+SERVE = ["-m", "ticket_tools.cli", "serve", "stdio", "--tenant", "alpha"]
 SESSIONS = {"alpha": SERVE, "alpha-no-read": [*SERVE, "--no-read"]}
 CONTEXTS = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}
 SUCCESS = ("search_tickets", {"status": "open", "limit": 2})

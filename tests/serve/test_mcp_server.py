@@ -94,7 +94,9 @@ async def sessions(
         opened: dict[str, ClientSession] = {}
         for key, args in SERVER_ARGS.items():
             params = StdioServerParameters(
-                command=sys.executable, args=["-m", "ticket_tools.cli", "serve", *args], env=env
+                command=sys.executable,
+                args=["-m", "ticket_tools.cli", "serve", "stdio", *args],
+                env=env,
             )
             if args[-1] == "--records":
                 params.args.append(str(records_file))
@@ -479,7 +481,7 @@ def _reply(server: subprocess.Popen[bytes]) -> object:
 
 def test_raw_json_rpc_lines(errlog: TextIO) -> None:
     server = subprocess.Popen(
-        [sys.executable, "-m", "ticket_tools.cli", "serve", "--tenant", "alpha"],
+        [sys.executable, "-m", "ticket_tools.cli", "serve", "stdio", "--tenant", "alpha"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=errlog,
@@ -593,7 +595,7 @@ def raw_servers(errlog: TextIO) -> Iterator[dict[str, subprocess.Popen[bytes]]]:
         for key in PROBES:
             servers[key] = stack.enter_context(
                 subprocess.Popen(
-                    [sys.executable, "-m", "ticket_tools.cli", "serve", *SERVER_ARGS[key]],
+                    [sys.executable, "-m", "ticket_tools.cli", "serve", "stdio", *SERVER_ARGS[key]],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=errlog,
@@ -648,7 +650,7 @@ def test_a_modern_envelope_does_not_change_the_session(errlog: TextIO, session_k
     # info and capabilities in its `_meta`, and the first one opens the connection.
     context = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}[session_key]
     server = subprocess.Popen(
-        [sys.executable, "-m", "ticket_tools.cli", "serve", *SERVER_ARGS[session_key]],
+        [sys.executable, "-m", "ticket_tools.cli", "serve", "stdio", *SERVER_ARGS[session_key]],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=errlog,
@@ -760,7 +762,7 @@ def test_serve_without_the_mcp_extra_says_how_to_install_it(
         monkeypatch.setitem(sys.modules, module, None)
     monkeypatch.delitem(sys.modules, "ticket_tools.serve.server")
     monkeypatch.delattr(ticket_tools.serve, "server")
-    assert main(["serve", "--tenant", "alpha"]) == 2
+    assert main(["serve", "stdio", "--tenant", "alpha"]) == 2
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == (
         "",

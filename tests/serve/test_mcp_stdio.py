@@ -57,7 +57,7 @@ class RawServer:
 
     def __init__(self, args: list[str], stderr: BinaryIO) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ticket_tools.cli", "serve", *args],
+            [sys.executable, "-m", "ticket_tools.cli", "serve", "stdio", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=stderr,

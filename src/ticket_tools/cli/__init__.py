@@ -1,5 +1,5 @@
-"""The `ticket-tools` command line."""
+"""The `ticket-tools` command line: `main` (program.py) and one module per command family."""
 
-from ticket_tools.cli.commands import main
+from ticket_tools.cli.program import main
 
 __all__ = ["main"]

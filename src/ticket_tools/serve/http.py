@@ -46,7 +46,7 @@ class ServeError(Exception):
 
 @dataclass(frozen=True)
 class HttpOptions:
-    """How to listen and whom to trust, from `ticket-tools serve --http`."""
+    """How to listen and whom to trust, from `ticket-tools serve http`."""
 
     host: str
     """The address to bind; 127.0.0.1 unless a proxy in front needs more."""

@@ -1,0 +1,48 @@
+"""Reading what a command is given (JSON text, stdin, a records file), failing in one line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from ticket_tools.cli.command import CommandError
+from ticket_tools.stores.records import is_text
+
+
+def parse_json(text: str, what: str) -> object:
+    """Return the JSON value `text` holds; CommandError naming `what` if it holds none."""
+    # A command line or stdin that is not UTF-8 decodes (surrogateescape) to lone
+    # surrogates: not JSON text, whatever the locale.
+    if not is_text(text):
+        raise CommandError(f"{what} are not valid JSON (UnicodeDecodeError)")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as error:
+        # RecursionError: json.loads gives up on very deep nesting.
+        raise CommandError(f"{what} are not valid JSON ({type(error).__name__})") from None
+
+
+def read_stdin() -> str:
+    """Return all of stdin, the arguments of `call ... -`."""
+    try:
+        return sys.stdin.read()
+    except UnicodeDecodeError:
+        # JSON is UTF-8: undecodable bytes are malformed JSON, not a crash.
+        raise CommandError("the arguments are not valid JSON (UnicodeDecodeError)") from None
+
+
+def read_records(path: Path) -> object:
+    """Return the JSON value of a records file, unchecked; CommandError if it cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise CommandError(f"cannot read {path}: it is not UTF-8 text") from None
+    except OSError as error:
+        raise CommandError(f"cannot read {path}: {os_reason(error)}") from None
+    return parse_json(text, f"the records in {path}")
+
+
+def os_reason(error: OSError) -> str:
+    """Say what went wrong in the system's words ("No such file or directory")."""
+    return error.strerror or type(error).__name__

@@ -1,0 +1,175 @@
+"""`serve stdio` and `serve http`: the tools over MCP, one subcommand per transport.
+
+Each transport's parser holds only its own options: the session's tenant and permission
+are given to `serve stdio`, while `serve http` takes them from each request's verified
+token, so it has no `--tenant` to mistake for a restriction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import re
+from pathlib import Path
+
+from ticket_tools.cli.command import CommandError, Commands
+from ticket_tools.cli.stores import add_store_options, open_store
+
+EXTRA = "Needs the mcp extra: pip install 'ticket-tools[mcp]'."
+
+
+def add_commands(commands: Commands) -> None:
+    """Add `serve` and its transports, `serve stdio` and `serve http`."""
+    serve = commands.add_parser(
+        "serve",
+        help="serve the tools to assistant hosts over MCP: stdio for one session, "
+        "or Streamable HTTP for every tenant",
+        description="Serve the tools to assistant hosts over MCP: `serve stdio` for one "
+        "session (the tenant given here), or `serve http` for every tenant, identity from "
+        f"each request's verified token. {EXTRA}",
+    )
+    transports = serve.add_subparsers(required=True, metavar="TRANSPORT")
+
+    stdio = transports.add_parser(
+        "stdio",
+        help="one session over stdin and stdout, for a host that starts the server itself",
+        description="Serve one session over stdin and stdout, for an assistant host that "
+        f"starts the server itself; the tenant and permission are given here. {EXTRA}",
+    )
+    stdio.add_argument("--tenant", required=True, help="the trusted tenant of the session")
+    stdio.add_argument(
+        "--no-read", action="store_true", help="serve a session without read permission"
+    )
+    add_store_options(stdio)
+    stdio.set_defaults(run=_run_stdio)
+
+    http = transports.add_parser(
+        "http",
+        help="Streamable HTTP for every tenant: each request's bearer token says whose tickets",
+        description="Serve MCP over Streamable HTTP, one endpoint for every tenant: each "
+        "request's verified bearer token gives its tenant and permission. "
+        f"{EXTRA}",
+    )
+    http.add_argument(
+        "address",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="the address to listen on, e.g. 127.0.0.1:8765 (port 0: one the OS picks)",
+    )
+    tokens = http.add_argument_group(
+        "tokens", "every request's bearer token is checked against these"
+    )
+    tokens.add_argument(
+        "--jwks",
+        required=True,
+        type=_not_empty,
+        metavar="FILE_OR_URL",
+        help="the identity provider's JWKS: a file or https URL",
+    )
+    tokens.add_argument(
+        "--issuer",
+        required=True,
+        type=_not_empty,
+        metavar="ISS",
+        help="the `iss` every token must carry",
+    )
+    tokens.add_argument(
+        "--audience",
+        required=True,
+        type=_not_empty,
+        metavar="AUD",
+        help="the `aud` every token must carry",
+    )
+    tokens.add_argument(
+        "--tenant-claim", metavar="NAME", help="the claim naming the tenant (default: tenant)"
+    )
+    tokens.add_argument(
+        "--read-scope",
+        metavar="SCOPE",
+        help="the scope that grants reading tickets (default: tickets:read)",
+    )
+    http.add_argument(
+        "--stateless",
+        action="store_true",
+        help="keep no sessions, so any replica can answer any request",
+    )
+    http.add_argument(
+        "--allowed-host",
+        action="append",
+        metavar="NAME",
+        help="a Host header to accept besides HOST:PORT, e.g. tickets.example.com (repeatable)",
+    )
+    http.add_argument(
+        "--resource-url",
+        metavar="URL",
+        help="this endpoint's public URL, for the metadata (default: http://HOST:PORT/mcp)",
+    )
+    http.add_argument(
+        "--audit-log",
+        type=Path,
+        metavar="FILE",
+        help="append the audit log (one JSON line per tool call) here (default: stderr)",
+    )
+    add_store_options(http)
+    http.set_defaults(run=_run_http)
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or re.fullmatch("[0-9]{1,5}", port) is None or int(port) > 65535:
+        raise argparse.ArgumentTypeError("expected HOST:PORT, e.g. 127.0.0.1:8765")
+    return host, int(port)
+
+
+def _not_empty(text: str) -> str:
+    # An empty issuer or audience would be no rule at all: refused like a missing one.
+    if not text:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def _require_mcp() -> None:
+    # Asked before importing: the MCP SDK is an optional extra, every other command
+    # runs on the standard library alone, and a fault inside the server modules must
+    # not be mistaken for a missing extra.
+    if importlib.util.find_spec("mcp") is None:
+        raise CommandError("serve needs the MCP SDK: pip install 'ticket-tools[mcp]'")
+
+
+def _run_stdio(options: argparse.Namespace) -> int:
+    _require_mcp()
+    from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
+
+    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    mcp_server.serve(context, open_store(options))
+    return 0
+
+
+def _run_http(options: argparse.Namespace) -> int:
+    _require_mcp()
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve import tokens  # noqa: PLC0415 - the optional extra
+
+    named = {"tenant_claim": options.tenant_claim, "read_scope": options.read_scope}
+    rules = tokens.TokenRules(
+        issuer=options.issuer,
+        audience=options.audience,
+        **{name: value for name, value in named.items() if value is not None},
+    )
+    host, port = options.address
+    settings = http_server.HttpOptions(
+        host=host,
+        port=port,
+        jwks=options.jwks,
+        rules=rules,
+        stateless=options.stateless,
+        allowed_hosts=tuple(options.allowed_host or ()),
+        resource_url=options.resource_url,
+        audit_log=options.audit_log,
+    )
+    try:
+        http_server.serve_http(settings, open_store(options))
+    except http_server.ServeError as error:
+        raise CommandError(str(error)) from None
+    return 0

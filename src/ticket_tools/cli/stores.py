@@ -1,0 +1,184 @@
+"""Where the tickets come from: the store options every serving command takes, and `import`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import cast
+
+from ticket_tools.cli.command import CommandError, Commands
+from ticket_tools.cli.inputs import os_reason, read_records
+from ticket_tools.cli.progress import ProgressBar
+from ticket_tools.fixtures import fixture_records
+from ticket_tools.store import Records, TicketStore
+from ticket_tools.stores.records import RecordsError, record_rows
+from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.store import SQLiteStore
+
+# Below this many tickets an import is too quick for a progress bar to help.
+PROGRESS_MIN_TICKETS = 50_000
+# Where --postgres is read from when not given, so a password need not be on a command line.
+POSTGRES_ENV = "TICKET_TOOLS_POSTGRES"
+
+Progress = Callable[[int, int], None]
+"""Called as progress(done, total) while an import writes."""
+
+Importer = Callable[[Records, Progress | None], tuple[int, str]]
+"""Write records somewhere; return the ticket count and where they went."""
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """Add --records, --db and --postgres, one at most, to a command that reads tickets."""
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--records",
+        type=Path,
+        metavar="FILE",
+        help='a records JSON file: an object of "tenant:TKT-123" -> ticket '
+        "(default: the built-in fixture store)",
+    )
+    source.add_argument(
+        "--db",
+        type=Path,
+        metavar="FILE",
+        help="an SQLite ticket database made by `ticket-tools import`, opened read-only",
+    )
+    source.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help="a PostgreSQL ticket database, connecting as the reader role "
+        f"(default: ${POSTGRES_ENV}, unless --records or --db is given)",
+    )
+
+
+def open_store(options: argparse.Namespace) -> Records | TicketStore:
+    """Open the store the options name (`add_store_options`); the fixture store by default."""
+    if options.db is not None:
+        return SQLiteStore.open(options.db)
+    if options.records is not None:
+        return _load_records(options.records)
+    dsn = _postgres_dsn(options)
+    if dsn is None:
+        return fixture_records()
+    _require_postgres()
+    from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
+
+    return PostgresStore.open(dsn)
+
+
+def add_commands(commands: Commands) -> None:
+    """Add `import`."""
+    load = commands.add_parser(
+        "import",
+        help="copy a records JSON file into a new SQLite database or an empty PostgreSQL table",
+    )
+    load.add_argument(
+        "records",
+        type=Path,
+        metavar="RECORDS_FILE",
+        help='the path of a records JSON file: an object of "tenant:TKT-123" -> ticket',
+    )
+    target = load.add_mutually_exclusive_group()
+    target.add_argument("--db", type=Path, metavar="FILE", help="the database file to create")
+    target.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help=f"a PostgreSQL database to fill, connecting as the table's owner "
+        f"(default: ${POSTGRES_ENV})",
+    )
+    load.add_argument(
+        "--grant-to",
+        metavar="ROLE",
+        help="with --postgres: the reader role to give SELECT on the tickets table",
+    )
+    load.set_defaults(run=_run_import)
+
+
+def _postgres_dsn(options: argparse.Namespace) -> str | None:
+    dsn: str | None = options.postgres or os.environ.get(POSTGRES_ENV) or None
+    return dsn
+
+
+def _require_postgres() -> None:
+    # Asked before importing the PostgreSQL store: psycopg is an optional extra, and
+    # the core never needs it.
+    if (
+        importlib.util.find_spec("psycopg") is None
+        or importlib.util.find_spec("psycopg_pool") is None
+    ):
+        raise CommandError("--postgres needs psycopg: pip install 'ticket-tools[postgres]'")
+
+
+def _load_records(path: Path) -> Records:
+    records = read_records(path)
+    # The rules import applies, so that --records and --db answer alike for one file.
+    try:
+        record_rows(records)
+    except RecordsError as error:
+        raise CommandError(f"{path}: {error}") from None
+    return cast(Records, records)
+
+
+def _run_import(options: argparse.Namespace) -> int:
+    dsn = None if options.db is not None else _postgres_dsn(options)
+    if dsn is None and options.db is None:
+        raise CommandError(f"import needs --db FILE or --postgres DSN (or ${POSTGRES_ENV})")
+    if dsn is None and options.grant_to is not None:
+        raise CommandError("--grant-to applies to --postgres only")
+    write = _sqlite_importer(options.db) if dsn is None else _postgres_importer(dsn, options)
+    # Checked once, by the import itself, before anything is written.
+    records = cast(Records, read_records(options.records))
+    bar = None
+    if (
+        sys.stderr.isatty()
+        and isinstance(records, Mapping)
+        and len(records) >= PROGRESS_MIN_TICKETS
+    ):
+        bar = ProgressBar(sys.stderr, "importing")
+    try:
+        count, target = write(records, None if bar is None else bar.update)
+    except RecordsError as error:
+        raise CommandError(f"{options.records}: {error}") from None
+    finally:
+        if bar is not None:
+            bar.finish()
+    print(f"imported {count} tickets into {target}")
+    return 0
+
+
+def _sqlite_importer(path: Path) -> Importer:
+    def write(records: Records, progress: Progress | None) -> tuple[int, str]:
+        try:
+            return write_database(path, records, on_progress=progress), str(path)
+        except FileExistsError:
+            raise CommandError(f"{path} already exists; import only creates new files") from None
+        except OSError as error:
+            raise CommandError(f"cannot write {path}: {os_reason(error)}") from None
+
+    return write
+
+
+def _postgres_importer(dsn: str, options: argparse.Namespace) -> Importer:
+    _require_postgres()  # before reading a large file: the extra may be missing
+    from ticket_tools.stores.postgres.importer import (  # noqa: PLC0415
+        TableNotEmptyError,
+        import_dsn,
+    )
+    from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
+
+    target = describe(dsn)
+
+    def write(records: Records, progress: Progress | None) -> tuple[int, str]:
+        try:
+            count = import_dsn(dsn, records, grant_to=options.grant_to, on_progress=progress)
+        except TableNotEmptyError:
+            raise CommandError(
+                f"{target} already holds tickets; import only fills an empty table"
+            ) from None
+        return count, target
+
+    return write

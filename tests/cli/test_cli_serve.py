@@ -1,0 +1,231 @@
+"""`ticket-tools serve stdio` and `serve http`: the options of each, and why each cannot start."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+
+import pytest
+
+from http_support import AUDIENCE, ISSUER, Issuer
+from ticket_tools import fixture_records
+from ticket_tools.cli import main
+
+Captured = pytest.CaptureFixture[str]
+
+
+@pytest.fixture(scope="module")
+def jwks(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A valid JWKS file."""
+    path = tmp_path_factory.mktemp("jwks") / "jwks.json"
+    path.write_text(json.dumps(Issuer("cli").jwks()), encoding="utf-8")
+    return str(path)
+
+
+def _fails(capsys: Captured, argv: list[str]) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return captured.err
+
+
+def _usage_error(capsys: Captured, argv: list[str]) -> str:
+    """Return the last line argparse printed for a usage error (exit 2, after the usage)."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    captured = capsys.readouterr()
+    assert (exited.value.code, captured.out) == (2, "")
+    return captured.err.splitlines()[-1]
+
+
+def _http(jwks: str, *extra: str, address: str = "127.0.0.1:0") -> list[str]:
+    return ["serve", "http", address, "--jwks", jwks, "--issuer", ISSUER, "--audience", AUDIENCE,
+            *extra]  # fmt: skip
+
+
+# --- serve stdio: one session, its tenant and permission given here ---
+
+
+@pytest.mark.parametrize(
+    ("flags", "context"),
+    [
+        pytest.param([], {"tenant": "beta", "can_read_tickets": True}, id="may-read"),
+        pytest.param(["--no-read"], {"tenant": "beta", "can_read_tickets": False}, id="no-read"),
+    ],
+)
+def test_stdio_hands_the_session_and_store_to_the_mcp_server(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    flags: list[str],
+    context: dict[str, object],
+) -> None:
+    from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
+
+    served: list[tuple[object, object]] = []
+    monkeypatch.setattr(mcp_server, "serve", lambda *args: served.append(args))
+    records = {"beta:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"}}
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps(records), "utf-8")
+    assert main(["serve", "stdio", "--tenant", "beta", *flags, "--records", str(path)]) == 0
+    assert served == [(context, records)]
+
+
+def test_serve_needs_a_transport(capsys: Captured) -> None:
+    assert _usage_error(capsys, ["serve"]) == (
+        "ticket-tools serve: error: the following arguments are required: TRANSPORT"
+    )
+
+
+def test_stdio_needs_a_tenant(capsys: Captured) -> None:
+    assert _usage_error(capsys, ["serve", "stdio", "--no-read"]) == (
+        "ticket-tools serve stdio: error: the following arguments are required: --tenant"
+    )
+
+
+def test_http_options_belong_to_serve_http(capsys: Captured) -> None:
+    argv = ["serve", "stdio", "--tenant", "a", "--jwks", "j", "--stateless"]
+    assert _usage_error(capsys, argv) == (
+        "ticket-tools: error: unrecognized arguments: --jwks j --stateless"
+    )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param(["serve", "stdio", "--tenant", "alpha"], id="stdio"),
+        pytest.param(_http("jwks.json"), id="http"),
+    ],
+)
+def test_serve_without_the_sdk_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured, argv: list[str]
+) -> None:
+    found: list[str] = []
+    monkeypatch.setattr(
+        "importlib.util.find_spec", lambda name: found.append(name) if name == "mcp" else None
+    )
+    assert (_fails(capsys, argv), found) == (
+        "ticket-tools: serve needs the MCP SDK: pip install 'ticket-tools[mcp]'\n",
+        ["mcp"],
+    )
+
+
+@pytest.mark.parametrize("transport", [[], ["stdio"], ["http"]])
+def test_serve_help_says_it_needs_the_extra(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured, transport: list[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps to the terminal, even at a hyphen
+    with pytest.raises(SystemExit) as exited:
+        main(["serve", *transport, "--help"])
+    shown = capsys.readouterr().out
+    assert exited.value.code == 0
+    assert "Needs the mcp extra: pip install 'ticket-tools[mcp]'." in shown
+
+
+# --- serve http: every tenant, identity from each request's verified token ---
+
+
+@pytest.mark.parametrize("flag", [["--tenant", "alpha"], ["--no-read"]])
+def test_http_takes_no_tenant(capsys: Captured, jwks: str, flag: list[str]) -> None:
+    assert _usage_error(capsys, _http(jwks, *flag)) == (
+        f"ticket-tools: error: unrecognized arguments: {' '.join(flag)}"
+    )
+
+
+def test_http_needs_the_token_rules(capsys: Captured) -> None:
+    assert _usage_error(capsys, ["serve", "http", "127.0.0.1:0", "--issuer", ISSUER]) == (
+        "ticket-tools serve http: error: the following arguments are required: --jwks, --audience"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--jwks", "--issuer", "--audience"])
+def test_an_empty_token_rule_is_refused(capsys: Captured, jwks: str, flag: str) -> None:
+    assert _usage_error(capsys, [*_http(jwks), flag, ""]) == (
+        f"ticket-tools serve http: error: argument {flag}: must not be empty"
+    )
+
+
+@pytest.mark.parametrize("address", ["8765", ":8765", "host:", "host:x", "host:65536", "h:١٢"])
+def test_a_bad_address_is_a_usage_error(capsys: Captured, jwks: str, address: str) -> None:
+    assert _usage_error(capsys, _http(jwks, address=address)) == (
+        "ticket-tools serve http: error: "
+        "argument HOST:PORT: expected HOST:PORT, e.g. 127.0.0.1:8765"
+    )
+
+
+def test_an_unreadable_jwks(capsys: Captured, tmp_path: Path) -> None:
+    missing = tmp_path / "missing.json"
+    assert _fails(capsys, _http(str(missing))) == (
+        f"ticket-tools: cannot load the JWKS: cannot read {missing}: FileNotFoundError\n"
+    )
+
+
+def test_an_address_in_use(capsys: Captured, jwks: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        assert _fails(capsys, _http(jwks, address=f"127.0.0.1:{port}")) == (
+            f"ticket-tools: cannot listen on 127.0.0.1:{port}: OSError\n"
+        )
+
+
+def test_an_audit_log_that_cannot_be_opened(capsys: Captured, jwks: str, tmp_path: Path) -> None:
+    assert _fails(capsys, _http(jwks, "--audit-log", str(tmp_path))) == (
+        f"ticket-tools: cannot open {tmp_path}: IsADirectoryError\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(["--issuer", "idp-without-scheme"], id="issuer"),
+        pytest.param(["--resource-url", "tickets.example/mcp"], id="resource-url"),
+    ],
+)
+def test_urls_that_are_not_urls(capsys: Captured, jwks: str, extra: list[str]) -> None:
+    assert _fails(capsys, _http(jwks, *extra)) == (
+        "ticket-tools: --issuer and --resource-url must be http(s) URLs\n"
+    )
+
+
+def test_the_options_reach_the_server(
+    monkeypatch: pytest.MonkeyPatch, jwks: str, tmp_path: Path
+) -> None:
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve.tokens import TokenRules  # noqa: PLC0415
+
+    served: list[tuple[http_server.HttpOptions, object]] = []
+    monkeypatch.setattr(
+        http_server, "serve_http", lambda options, store: served.append((options, store))
+    )
+    records = tmp_path / "records.json"
+    org_ticket = '{"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}}'
+    records.write_text(org_ticket, "utf-8")
+    extra = [
+        "--tenant-claim", "org", "--read-scope", "helpdesk.read", "--stateless",
+        "--allowed-host", "a.example", "--allowed-host", "b.example:8443",
+        "--resource-url", "https://a.example/mcp", "--audit-log", str(tmp_path / "audit"),
+        "--records", str(records),
+    ]  # fmt: skip
+    assert main(_http(jwks, *extra, address="[::1]:8765")) == 0
+    assert main(_http(jwks)) == 0
+    assert served == [
+        (
+            http_server.HttpOptions(
+                host="::1",
+                port=8765,
+                jwks=jwks,
+                rules=TokenRules(ISSUER, AUDIENCE, tenant_claim="org", read_scope="helpdesk.read"),
+                stateless=True,
+                allowed_hosts=("a.example", "b.example:8443"),
+                resource_url="https://a.example/mcp",
+                audit_log=tmp_path / "audit",
+            ),
+            {"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}},
+        ),
+        (
+            http_server.HttpOptions(
+                host="127.0.0.1", port=0, jwks=jwks, rules=TokenRules(ISSUER, AUDIENCE)
+            ),
+            fixture_records(),
+        ),
+    ]
