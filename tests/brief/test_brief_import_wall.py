@@ -106,10 +106,7 @@ def imported_names(path: Path) -> list[tuple[int, str]]:
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
-            base = (
-                package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-            )
-            module = ".".join([*base, *([node.module] if node.module else [])])
+            module = _absolute(node, package)
             found.append((node.lineno, module))
             for alias in node.names:
                 name = f"{module}.{alias.name}"
@@ -118,6 +115,15 @@ def imported_names(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.Call) and _is_dynamic_import(node.func):
             found.append((node.lineno, "<dynamic import>"))
     return found
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    """Return the module a `from ... import` names, a relative one resolved against `package`."""
+    if not node.level:
+        return node.module or ""
+    parts = package.split(".")
+    base = parts[: len(parts) - node.level + 1]  # level 1 is the package itself
+    return ".".join([*base, *([node.module] if node.module else [])])
 
 
 def _is_dynamic_import(func: ast.expr) -> bool:
