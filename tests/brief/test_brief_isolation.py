@@ -69,6 +69,32 @@ def test_each_context_sees_only_its_own_tkt_104(
 
 
 @pytest.mark.parametrize(
+    ("name", "args"),
+    [
+        pytest.param("get_ticket", {"ticket_id": "TKT-104"}, id="get"),
+        pytest.param("search_tickets", {}, id="search"),
+    ],
+)
+@pytest.mark.parametrize(
+    "context",
+    [
+        # Where the brief says only "false": permission is exactly True, or forbidden
+        # (the README's "Permission fails closed").
+        pytest.param({"tenant": "alpha", "can_read_tickets": 1}, id="permission-1"),
+        pytest.param({"tenant": "alpha", "can_read_tickets": "true"}, id="permission-string"),
+        pytest.param({"tenant": "alpha"}, id="permission-missing"),
+        pytest.param({"tenant": "", "can_read_tickets": True}, id="tenant-empty"),
+        pytest.param({"tenant": None, "can_read_tickets": True}, id="tenant-null"),
+        pytest.param({"can_read_tickets": True}, id="tenant-missing"),
+    ],
+)
+def test_an_odd_context_is_forbidden(
+    name: str, args: dict[str, object], context: Mapping[str, object]
+) -> None:
+    assert call(name, args, context) == fail("forbidden")
+
+
+@pytest.mark.parametrize(
     ("context", "ticket_id"),
     [
         pytest.param(ALPHA, "TKT-103", id="alpha-asks-beta-103"),
