@@ -3,7 +3,8 @@
 Alpha and beta both store a TKT-104; each context sees only its own, by get_ticket and by
 search. Beyond the tests here, `brief_calls.call` checks on every call this suite makes
 that each returned ticket is the caller's own and that no other tenant's title appears
-(the first test below shows that check failing on a leak). Records and args are never
+(the first test below shows that check failing on a leak). Permission is exactly True and
+the tenant a non-empty string, or the call is forbidden. Records and args are never
 modified (deep copies compared after calls), and every result is a fresh dict: changing
 one changes neither the store nor a later result.
 """
