@@ -2,14 +2,24 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+BRIEF_VENV := .venv-brief
+BRIEF_BIN := $(BRIEF_VENV)/bin
+# The dev extra's pytest requirement, read from pyproject.toml so the two cannot drift.
+PYTEST_REQUIREMENT := import tomllib; dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]; print(next(r for r in dev if r.startswith("pytest>")))
 
-.PHONY: run test check bench load fuzz mutate clean
+.PHONY: run test test-brief check bench load fuzz mutate clean
 
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
 
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest --cov --cov-report=term-missing
+
+# The brief's own suite (tests/brief) in an environment of its own holding only pytest and
+# the package (which has no dependencies). --confcutdir keeps pytest from loading
+# tests/conftest.py, which imports psycopg and hypothesis; no coverage plugin here.
+test-brief: $(BRIEF_VENV)/.brief
+	$(BRIEF_BIN)/python -m pytest --confcutdir=tests/brief tests/brief
 
 check: $(VENV)/.dev
 	$(BIN)/ruff check .
@@ -48,7 +58,7 @@ mutate: $(VENV)/.dev
 	exit $$status
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage mutants build
+	rm -rf $(VENV) $(BRIEF_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage mutants build
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,3 +72,11 @@ $(VENV)/.core: pyproject.toml | $(BIN)/python
 $(VENV)/.dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.core
+
+$(BRIEF_VENV)/.brief: pyproject.toml
+	$(PYTHON) -m venv $(BRIEF_VENV)
+	$(BRIEF_BIN)/python -m pip install -q --upgrade pip
+	$(BRIEF_BIN)/python -m pip install -q "$$($(BRIEF_BIN)/python -c '$(PYTEST_REQUIREMENT)')" -e .
+	# Python 3.11's venv seeds setuptools; nothing here needs it (the build runs isolated).
+	$(BRIEF_BIN)/python -m pip uninstall -qq -y setuptools
+	touch $@

@@ -1,6 +1,8 @@
 """What the brief says the fixture store's tickets look like from outside: id, title, status.
 
-Written out by hand from the brief's fixture table, not derived from the code under test.
+The tickets and contexts are written once, by hand, in the brief suite's
+`tests/brief/brief_table.py` (on sys.path through pytest's `pythonpath`); this module
+re-exports them for the multi-store suites and adds what only those need.
 """
 
 from __future__ import annotations
@@ -8,25 +10,41 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# Alpha's seven tickets, by id.
-T101 = {"id": "TKT-101", "title": "Login fails after password reset", "status": "open"}
-T102 = {"id": "TKT-102", "title": "CSV export times out", "status": "closed"}
-T104 = {"id": "TKT-104", "title": "Settings crash", "status": "open"}
-T107 = {"id": "TKT-107", "title": "Login page slow on mobile", "status": "open"}
-T110 = {"id": "TKT-110", "title": "Invoice PDF missing logo", "status": "closed"}
-T112 = {"id": "TKT-112", "title": "Settings page shows wrong time zone", "status": "open"}
-T115 = {"id": "TKT-115", "title": "Password reset email delayed", "status": "closed"}
-ALPHA_TICKETS = [T101, T102, T104, T107, T110, T112, T115]
+from brief_table import (
+    ALPHA,
+    ALPHA_NO_READ,
+    ALPHA_TICKETS,
+    BETA,
+    BETA_T103,
+    BETA_T104,
+    BETA_T108,
+    T101,
+    T102,
+    T104,
+    T107,
+    T110,
+    T112,
+    T115,
+)
 
-# Beta's three tickets, by id.
-BETA_T103 = {"id": "TKT-103", "title": "Refund not received", "status": "open"}
-BETA_T104 = {"id": "TKT-104", "title": "Private billing issue", "status": "closed"}
-BETA_T108 = {"id": "TKT-108", "title": "Login fails after SSO change", "status": "open"}
-
-# The brief's three trusted contexts.
-ALPHA = {"tenant": "alpha", "can_read_tickets": True}
-ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}
-BETA = {"tenant": "beta", "can_read_tickets": True}
+__all__ = [
+    "ALPHA",
+    "ALPHA_NO_READ",
+    "ALPHA_TICKETS",
+    "BETA",
+    "BETA_T103",
+    "BETA_T104",
+    "BETA_T108",
+    "T101",
+    "T102",
+    "T104",
+    "T107",
+    "T110",
+    "T112",
+    "T115",
+    "TOOL_NAMES",
+    "UNKNOWN_TOOL_DETAIL",
+]
 
 # The registered tools, in order, as the golden declarations pin them: the one place a
 # test may list them, so a new tool changes the golden files and nothing else.

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import StoreFactory
-from expected import ALPHA, BETA
+from expected import ALPHA, BETA, BETA_T104, T101, T104, T110
 from strategies import CANARY_FIELD, TENANTS, multi_tenant_stores, search_args
 from ticket_tools import execute_tool, fixture_records
 
@@ -106,8 +106,8 @@ def test_prefix_tenants_stay_apart(
 @pytest.mark.parametrize(
     ("context", "expected"),
     [
-        pytest.param(ALPHA, ticket("TKT-104", "Settings crash"), id="alpha"),
-        pytest.param(BETA, ticket("TKT-104", "Private billing issue", "closed"), id="beta"),
+        pytest.param(ALPHA, T104, id="alpha"),
+        pytest.param(BETA, BETA_T104, id="beta"),
     ],
 )
 def test_shared_ticket_104_reads_the_sessions_own(
@@ -136,7 +136,7 @@ INVALID = {"ok": False, "code": "invalid_arguments"}
         # TKT-108 is beta's: as an alpha cursor it is only a position among alpha's ids.
         pytest.param(
             {"cursor": "TKT-108", "limit": 1},
-            page([ticket("TKT-110", "Invoice PDF missing logo", "closed")], "TKT-110"),
+            page([T110], "TKT-110"),
             id="cursor-of-a-beta-id",
         ),
     ],
@@ -276,11 +276,9 @@ def test_mutating_a_result_cannot_change_the_store(make_store: StoreFactory) -> 
     assert records == fixture_records()
     assert execute_tool("get_ticket", {"ticket_id": "TKT-104"}, ALPHA, store) == {
         "ok": True,
-        "ticket": ticket("TKT-104", "Settings crash"),
+        "ticket": T104,
     }
-    assert execute_tool("search_tickets", {"limit": 1}, ALPHA, store) == page(
-        [ticket("TKT-101", "Login fails after password reset")], "TKT-101"
-    )
+    assert execute_tool("search_tickets", {"limit": 1}, ALPHA, store) == page([T101], "TKT-101")
 
 
 def test_results_are_fresh_each_call(make_store: StoreFactory) -> None:

@@ -6,20 +6,15 @@ import copy
 
 import pytest
 
+from brief_table import STARTING_ROWS
 from conftest import StoreFactory
-from expected import ALPHA, ALPHA_NO_READ, BETA
+from expected import ALPHA, ALPHA_NO_READ, BETA, BETA_T104, T104
 from ticket_tools import execute_tool, fixture_records
 
 # The starting adapter's fixtures: the brief's first two rows.
-STARTING_RECORDS = {
-    "alpha:TKT-104": {"id": "TKT-104", "title": "Settings crash", "status": "open"},
-    "beta:TKT-104": {"id": "TKT-104", "title": "Private billing issue", "status": "closed"},
-}
-ALPHA_104 = {"ok": True, "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"}}
-BETA_104 = {
-    "ok": True,
-    "ticket": {"id": "TKT-104", "title": "Private billing issue", "status": "closed"},
-}
+STARTING_RECORDS = dict(STARTING_ROWS)
+ALPHA_104 = {"ok": True, "ticket": T104}
+BETA_104 = {"ok": True, "ticket": BETA_T104}
 INVALID = {"ok": False, "code": "invalid_arguments"}
 FORBIDDEN = {"ok": False, "code": "forbidden"}
 NOT_FOUND = {"ok": False, "code": "not_found"}
