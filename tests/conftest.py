@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from postgres_cluster import ThrowawayCluster, find_binaries
+from testkit.postgres import ThrowawayCluster, find_binaries
 from ticket_tools import Records, TicketStore
 from ticket_tools.stores.postgres.importer import import_records, postgres_rows
 from ticket_tools.stores.postgres.store import PostgresStore
