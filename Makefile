@@ -8,8 +8,11 @@ BIN := $(VENV)/bin
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
 
+# The library's suite with its coverage, then the load harness's own tests (load/tests),
+# which are not the library's and do not count towards its coverage.
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest --cov --cov-report=term-missing
+	$(BIN)/python -m pytest load/tests
 
 check: $(VENV)/.dev
 	$(BIN)/ruff check .
@@ -18,7 +21,7 @@ check: $(VENV)/.dev
 
 # Speed is measured here, never asserted in the tests.
 bench: $(VENV)/.dev
-	$(BIN)/python benchmarks/run.py
+	PYTHONPATH=. $(BIN)/python benchmarks/run.py
 
 # Replicas of `serve --http --stateless` on one throwaway PostgreSQL, under load and faults:
 # 8/32/64 clients, a replica killed, the database restarted, a soak; every result checked.
@@ -26,7 +29,7 @@ bench: $(VENV)/.dev
 # Longer soak: make load LOAD_ARGS='--soak-seconds 600'.
 LOAD_ARGS ?=
 load: $(VENV)/.dev
-	PYTHONPATH=benchmarks $(BIN)/python -m load $(LOAD_ARGS)
+	PYTHONPATH=. $(BIN)/python -m load $(LOAD_ARGS)
 
 # The deep fuzz run: 100,000 generated calls per tool on every store, then its report
 # (also written to build/fuzz-report.json).

@@ -35,6 +35,13 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Run the async tests and fixtures on asyncio, the MCP SDK's own default."""
+    return "asyncio"
+
+
 StoreFactory = Callable[[Records], Records | TicketStore]
 
 STORE_FACTORIES: dict[str, StoreFactory] = {

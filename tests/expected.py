@@ -23,6 +23,12 @@ BETA_T103 = {"id": "TKT-103", "title": "Refund not received", "status": "open"}
 BETA_T104 = {"id": "TKT-104", "title": "Private billing issue", "status": "closed"}
 BETA_T108 = {"id": "TKT-108", "title": "Login fails after SSO change", "status": "open"}
 
+# The brief's four failure results, whole.
+INVALID = {"ok": False, "code": "invalid_arguments"}
+FORBIDDEN = {"ok": False, "code": "forbidden"}
+NOT_FOUND = {"ok": False, "code": "not_found"}
+UNKNOWN = {"ok": False, "code": "unknown_tool"}
+
 # The brief's three trusted contexts.
 ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 ALPHA_NO_READ = {"tenant": "alpha", "can_read_tickets": False}

@@ -73,12 +73,6 @@ FAILURES = [
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """Both frameworks run on asyncio."""
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 def env() -> dict[str, str]:
     """The whole environment, so coverage measures the server subprocesses too."""
     return dict(os.environ)

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from conftest import StoreFactory
-from expected import ALPHA, ALPHA_NO_READ, BETA
+from expected import ALPHA, ALPHA_NO_READ, BETA, FORBIDDEN, INVALID, NOT_FOUND, UNKNOWN
 from ticket_tools import execute_tool, fixture_records
 
 # The starting adapter's fixtures: the brief's first two rows.
@@ -20,10 +20,6 @@ BETA_104 = {
     "ok": True,
     "ticket": {"id": "TKT-104", "title": "Private billing issue", "status": "closed"},
 }
-INVALID = {"ok": False, "code": "invalid_arguments"}
-FORBIDDEN = {"ok": False, "code": "forbidden"}
-NOT_FOUND = {"ok": False, "code": "not_found"}
-UNKNOWN = {"ok": False, "code": "unknown_tool"}
 
 
 @pytest.mark.parametrize(
