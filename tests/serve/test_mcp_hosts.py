@@ -100,7 +100,10 @@ async def toolsets(env: dict[str, str]) -> AsyncIterator[dict[str, MCPToolset[No
         toolsets: dict[str, MCPToolset[None]] = {}
         for key, args in SESSIONS.items():
             transport = StdioTransport(command=sys.executable, args=args, env=env)
-            toolsets[key] = await stack.enter_async_context(MCPToolset(transport))
+            # pydantic-ai's default of 5 s to start and initialize is too short for a
+            # subprocess importing the SDK on a loaded 2-core machine.
+            toolset = MCPToolset(transport, init_timeout=60)
+            toolsets[key] = await stack.enter_async_context(toolset)
         yield toolsets
 
 
