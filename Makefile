@@ -8,11 +8,11 @@ BIN := $(VENV)/bin
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
 
-# The library's suite with its coverage, then the load harness's own tests (load/tests),
-# which are not the library's and do not count towards its coverage.
+# The library's suite with its coverage, then the tests of the load harness and of the
+# shared test helpers, which are not the library's and do not count towards its coverage.
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest --cov --cov-report=term-missing
-	$(BIN)/python -m pytest load/tests
+	$(BIN)/python -m pytest load/tests testkit/tests
 
 check: $(VENV)/.dev
 	$(BIN)/ruff check .
