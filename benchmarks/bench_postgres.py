@@ -191,7 +191,7 @@ def main() -> None:
     """Start a throwaway cluster, measure, print, and remove the cluster even on failure."""
     binaries = find_binaries()
     if binaries is None:
-        print("skipped: PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+        print("skipped: no PostgreSQL server: install the dev extra or set TICKET_TOOLS_PG_BIN")
         return
     cluster = ThrowawayCluster(binaries)
     try:
