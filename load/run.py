@@ -1,6 +1,6 @@
 """`make load`: the phases, in order, within one time budget; the table and the JSON report.
 
-    PYTHONPATH=benchmarks .venv/bin/python -m load [--soak-seconds 600] [--store sqlite]
+    PYTHONPATH=. .venv/bin/python -m load [--soak-seconds 600] [--store sqlite]
 
 Setup: a records file of TENANTS x TICKETS_PER_TENANT generated tickets, imported into a
 throwaway PostgreSQL (or an SQLite file with --store sqlite), and two
