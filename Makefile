@@ -12,8 +12,11 @@ PYTEST_REQUIREMENT := import tomllib; dev = tomllib.load(open("pyproject.toml", 
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
 
+# The library's suite with its coverage, then the tests of the load harness and of the
+# shared test helpers, which are not the library's and do not count towards its coverage.
 test: $(VENV)/.dev
 	$(BIN)/python -m pytest --cov --cov-report=term-missing
+	$(BIN)/python -m pytest load/tests testkit/tests
 
 # The brief's own suite (tests/brief) in an environment of its own holding only pytest and
 # the package (which has no dependencies). --confcutdir keeps pytest from loading
@@ -28,7 +31,7 @@ check: $(VENV)/.dev
 
 # Speed is measured here, never asserted in the tests.
 bench: $(VENV)/.dev
-	$(BIN)/python benchmarks/run.py
+	PYTHONPATH=. $(BIN)/python benchmarks/run.py
 
 # Replicas of `serve http --stateless` on one throwaway PostgreSQL, under load and faults:
 # 8/32/64 clients, a replica killed, the database restarted, a soak; every result checked.
@@ -36,7 +39,7 @@ bench: $(VENV)/.dev
 # Longer soak: make load LOAD_ARGS='--soak-seconds 600'.
 LOAD_ARGS ?=
 load: $(VENV)/.dev
-	PYTHONPATH=benchmarks $(BIN)/python -m load $(LOAD_ARGS)
+	PYTHONPATH=. $(BIN)/python -m load $(LOAD_ARGS)
 
 # The deep fuzz run: 100,000 generated calls per tool on every store, then its report
 # (also written to build/fuzz-report.json).

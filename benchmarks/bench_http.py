@@ -1,4 +1,4 @@
-"""Tool calls per second through `ticket-tools serve http`, against the SDK's `MCPServer`.
+"""Tool calls per second through `ticket-tools serve --http`, against the SDK's `MCPServer`.
 
 Both servers run as subprocesses on 127.0.0.1 with the same token verifier, store, uvicorn
 and transport settings (JSON responses, sessions on); the baseline is
@@ -14,60 +14,21 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric import rsa
-from jwt.algorithms import RSAAlgorithm
-
-ISSUER = "https://idp.bench.test/"
-AUDIENCE = "https://tickets.bench.test/mcp"
+from testkit.server import ServerProcess, serve_http_command
+from testkit.tokens import AUDIENCE, ISSUER, Issuer
 
 PROTOCOL = "2025-11-25"
 ROUNDS = 9
 # Calls per client in one measurement, by concurrency: 300-512 calls, about half a second.
 CONCURRENCY = {1: 300, 8: 60, 32: 16}
-START_TIMEOUT_SECONDS = 60.0
-
-
-class Process:
-    """A server subprocess that prints its URL on stderr, stopped with SIGTERM."""
-
-    def __init__(self, args: list[str], stderr_path: Path) -> None:
-        with stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
-            )
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        prefix = "ticket-tools: serving MCP on "
-        while time.monotonic() < deadline and self.process.poll() is None:
-            lines = stderr_path.read_text(encoding="utf-8").splitlines()
-            found = [line.removeprefix(prefix) for line in lines if line.startswith(prefix)]
-            if found:
-                self.url = found[0]
-                return
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"server did not start: {stderr_path.read_text(encoding='utf-8')}")
-
-    def cpu_seconds(self) -> float:
-        """Return the CPU time the server process has used so far (user + system)."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self) -> None:
-        """Stop the server and wait for it."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=30)
 
 
 class Client:
@@ -163,7 +124,7 @@ Samples = dict[int, dict[str, list[tuple[float, float]]]]
 """By concurrency, by server: (calls/s, server CPU ms per call) for each round."""
 
 
-async def _measure(servers: dict[str, Process], tokens: list[str]) -> Samples:
+async def _measure(servers: dict[str, ServerProcess], tokens: list[str]) -> Samples:
     samples: Samples = {n: {name: [] for name in servers} for n in CONCURRENCY}
     clients = {
         name: [
@@ -190,45 +151,20 @@ async def _measure(servers: dict[str, Process], tokens: list[str]) -> Samples:
     return samples
 
 
-def _identity_provider() -> tuple[dict[str, object], list[str]]:
-    """Return a JWKS with one RS256 key, and an alpha and a beta token signed with it."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    jwk = {**RSAAlgorithm.to_jwk(key.public_key(), as_dict=True), "kid": "bench", "alg": "RS256"}
-    now = int(time.time())
-    tokens = [
-        jwt.encode(
-            {
-                "iss": ISSUER,
-                "aud": AUDIENCE,
-                "sub": f"bench-{tenant}",
-                "exp": now + 3600,
-                "tenant": tenant,
-                "scope": "tickets:read",
-            },
-            key,
-            algorithm="RS256",
-            headers={"kid": "bench"},
-        )
-        for tenant in ("alpha", "beta")
-    ]
-    return {"keys": [jwk]}, tokens
-
-
 def main() -> None:
     """Print calls/s at each concurrency for both servers and the median per-round ratio."""
-    document, tokens = _identity_provider()
+    idp = Issuer()
+    tokens = [idp.token(tenant, f"bench-{tenant}") for tenant in ("alpha", "beta")]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        jwks = folder / "jwks.json"
-        jwks.write_text(json.dumps(document), encoding="utf-8")
-        rules = ["--jwks", str(jwks), "--issuer", ISSUER, "--audience", AUDIENCE]
-        serve = [sys.executable, "-m", "ticket_tools.cli", "serve", "http", "127.0.0.1:0", *rules]
-        audit = ["--audit-log", os.devnull]
+        jwks = idp.write_jwks(folder / "jwks.json")
         baseline_script = str(Path(__file__).with_name("http_baseline.py"))
-        baseline_args = [sys.executable, baseline_script, str(jwks), ISSUER, AUDIENCE]
+        baseline = [sys.executable, baseline_script, str(jwks), ISSUER, AUDIENCE]
         servers = {
-            "ticket-tools": Process([*serve, *audit], folder / "tt.txt"),
-            "MCPServer": Process(baseline_args, folder / "base.txt"),
+            "ticket-tools": ServerProcess(
+                serve_http_command(jwks, "--audit-log", os.devnull), folder / "tt.txt"
+            ),
+            "MCPServer": ServerProcess(baseline, folder / "base.txt"),
         }
         try:
             samples = asyncio.run(_measure(servers, tokens))

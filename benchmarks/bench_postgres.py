@@ -1,6 +1,6 @@
 """PostgreSQL beside SQLite on the same tickets: page latency, its growth, throughput, RLS cost.
 
-A throwaway cluster (tests/postgres_cluster.py: unix socket, fsync off) holds 10^3 and
+A throwaway cluster (testkit/postgres.py: unix socket, fsync off) holds 10^3 and
 10^6 tickets over 1,000 tenants, imported with COPY by `import_records`; SQLite gets the
 same records. Latency is timed as in bench_store: every call once per round, paired, the
 median of ROUNDS rounds, in microseconds per search_tickets call through execute_tool;
@@ -13,7 +13,6 @@ as the reader (policy applied) and as a superuser (policy skipped).
 from __future__ import annotations
 
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -35,13 +34,11 @@ from bench_store import (
     _records,
 )
 
+from testkit.postgres import ThrowawayCluster, find_binaries
 from ticket_tools import TicketStore, execute_tool
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.store import _PAGE, _SCOPE_SQL, PostgresStore
 from ticket_tools.stores.sqlite.store import SQLiteStore, write_database
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from postgres_cluster import ThrowawayCluster, find_binaries
 
 SIZES = (10**3, 10**6)
 THREADS = (1, 16)
@@ -194,7 +191,7 @@ def main() -> None:
     """Start a throwaway cluster, measure, print, and remove the cluster even on failure."""
     binaries = find_binaries()
     if binaries is None:
-        print("skipped: PostgreSQL server binaries (initdb, pg_ctl) are not installed")
+        print("skipped: no PostgreSQL server: install the dev extra or set TICKET_TOOLS_PG_BIN")
         return
     cluster = ThrowawayCluster(binaries)
     try:

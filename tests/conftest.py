@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 
-from postgres_cluster import ThrowawayCluster, find_binaries
+from testkit.postgres import ThrowawayCluster, find_binaries
 from ticket_tools import Records, TicketStore
 from ticket_tools.stores.postgres.importer import import_records, postgres_rows
 from ticket_tools.stores.postgres.store import PostgresStore
@@ -34,6 +34,13 @@ settings.register_profile(
     phases=[Phase.explicit, Phase.generate],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Run the async tests and fixtures on asyncio, the MCP SDK's own default."""
+    return "asyncio"
+
 
 StoreFactory = Callable[[Records], Records | TicketStore]
 
@@ -70,7 +77,7 @@ def postgres_cluster() -> Iterator[ThrowawayCluster]:
     """Start a throwaway cluster (unix socket only, fsync off); stop and remove it at the end."""
     binaries = find_binaries()
     if binaries is None:
-        reason = "PostgreSQL server binaries (initdb, pg_ctl) are not installed"
+        reason = "no PostgreSQL server: install the dev extra or set TICKET_TOOLS_PG_BIN"
         # A green CI must mean the PostgreSQL tests ran.
         if os.environ.get("CI") == "true":
             pytest.fail(f"{reason}; under CI=true the PostgreSQL tests may not skip")

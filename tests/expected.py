@@ -25,7 +25,14 @@ from brief_table import (
     T110,
     T112,
     T115,
+    fail,
 )
+
+# The brief's four failure results, whole.
+INVALID = fail("invalid_arguments")
+FORBIDDEN = fail("forbidden")
+NOT_FOUND = fail("not_found")
+UNKNOWN = fail("unknown_tool")
 
 __all__ = [
     "ALPHA",
@@ -35,6 +42,9 @@ __all__ = [
     "BETA_T103",
     "BETA_T104",
     "BETA_T108",
+    "FORBIDDEN",
+    "INVALID",
+    "NOT_FOUND",
     "T101",
     "T102",
     "T104",
@@ -43,6 +53,7 @@ __all__ = [
     "T112",
     "T115",
     "TOOL_NAMES",
+    "UNKNOWN",
     "UNKNOWN_TOOL_DETAIL",
 ]
 

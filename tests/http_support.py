@@ -1,9 +1,7 @@
-"""Helpers for the HTTP tests and benchmark: an identity provider's keys, and a real server.
+"""Helpers of the HTTP tests alone: the tokens a server must refuse, and a JWKS endpoint.
 
-`Issuer` makes key pairs, publishes their JWKS and signs tokens with them, as an identity
-provider would. `HttpServer` runs `ticket-tools serve --http 127.0.0.1:0` in a subprocess,
-reads the address it chose from its stderr, and stops it with SIGTERM (which it handles
-cleanly, so coverage data is written).
+The issuer, the claims of a valid token and the server launcher are shared with the
+benchmarks and the load harness: testkit/tokens.py and testkit/server.py.
 """
 
 from __future__ import annotations
@@ -15,94 +13,20 @@ import hmac
 import http.server
 import ipaddress
 import json
-import os
-import signal
 import ssl
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import jwt
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
+from testkit.tokens import Issuer, claims
 from ticket_tools.serve.tokens import LEEWAY_SECONDS
-
-ISSUER = "https://idp.example.test/"
-AUDIENCE = "https://tickets.example.test/mcp"
-READ = "tickets:read"
-START_TIMEOUT_SECONDS = 60.0  # a loaded 2-core machine can take a while to import the SDK
-STOP_TIMEOUT_SECONDS = 30.0
-
-PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
-
-
-class Issuer:
-    """An identity provider: one key per algorithm, its JWKS, and tokens signed with them."""
-
-    def __init__(self, prefix: str = "k") -> None:
-        self.keys: dict[str, tuple[str, PrivateKey]] = {
-            f"{prefix}-rs": (
-                "RS256",
-                rsa.generate_private_key(public_exponent=65537, key_size=2048),
-            ),
-            f"{prefix}-es": ("ES256", ec.generate_private_key(ec.SECP256R1())),
-            f"{prefix}-ed": ("EdDSA", ed25519.Ed25519PrivateKey.generate()),
-        }
-
-    def jwks(self) -> dict[str, list[dict[str, Any]]]:
-        """Return the public JWKS, as the provider publishes it."""
-        entries = []
-        for kid, (alg, key) in self.keys.items():
-            public = key.public_key()
-            if isinstance(public, rsa.RSAPublicKey):
-                entry = RSAAlgorithm.to_jwk(public, as_dict=True)
-            elif isinstance(public, ec.EllipticCurvePublicKey):
-                entry = ECAlgorithm.to_jwk(public, as_dict=True)
-            else:
-                entry = OKPAlgorithm.to_jwk(public, as_dict=True)
-            entries.append({**entry, "kid": kid, "alg": alg, "use": "sig"})
-        return {"keys": entries}
-
-    def kid(self, alg: str = "RS256") -> str:
-        """Return the kid of this issuer's key for `alg`."""
-        return next(kid for kid, (key_alg, _) in self.keys.items() if key_alg == alg)
-
-    def sign(
-        self,
-        claims: Mapping[str, object],
-        *,
-        alg: str = "RS256",
-        headers: Mapping[str, object] | None = None,
-    ) -> str:
-        """Return a JWT of `claims` signed with this issuer's key for `alg`."""
-        kid = self.kid(alg)
-        return jwt.encode(
-            dict(claims), self.keys[kid][1], algorithm=alg, headers={"kid": kid, **(headers or {})}
-        )
-
-
-def claims(tenant: object, subject: str, **extra: object) -> dict[str, object]:
-    """Return the claims of a valid token for `tenant`, with the read scope unless replaced."""
-    now = int(time.time())
-    base: dict[str, object] = {
-        "iss": ISSUER,
-        "aud": AUDIENCE,
-        "sub": subject,
-        "iat": now,
-        "exp": now + 3600,
-        "tenant": tenant,
-        "scope": f"openid {READ}",
-    }
-    return {**base, **extra}
-
 
 TokenMaker = Callable[[Issuer, Issuer], str]
 """Make a token from the trusted provider and a stranger (same kids, other keys)."""
@@ -201,75 +125,6 @@ REFUSED: dict[str, TokenMaker] = {
     "header-a-list": lambda idp, _: _segments_list() + ".x.y",
     "empty": lambda _, __: "",
 }
-
-
-class HttpServer:
-    """A `ticket-tools serve --http` process on 127.0.0.1, on a port the OS chose."""
-
-    def __init__(
-        self,
-        folder: Path,
-        jwks: str,
-        *extra: str,
-        env: Mapping[str, str] | None = None,
-        audit_to_stderr: bool = False,
-    ) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.stderr_path = folder / "stderr.txt"
-        self.audit_path = self.stderr_path if audit_to_stderr else folder / "audit.jsonl"
-        args = [
-            sys.executable,
-            "-m",
-            "ticket_tools.cli",
-            "serve",
-            "http",
-            "127.0.0.1:0",
-            "--jwks",
-            jwks,
-            "--issuer",
-            ISSUER,
-            "--audience",
-            AUDIENCE,
-            *([] if audit_to_stderr else ["--audit-log", str(self.audit_path)]),
-            *extra,
-        ]
-        with self.stderr_path.open("wb") as stderr:
-            self.process = subprocess.Popen(
-                args,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                env={**os.environ, **(env or {})},
-            )
-        self.url = self._wait_for_address()
-
-    def _wait_for_address(self) -> str:
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        prefix = "ticket-tools: serving MCP on "
-        while time.monotonic() < deadline:
-            for line in self.stderr().splitlines():
-                if line.startswith(prefix):
-                    return line.removeprefix(prefix)
-            if self.process.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.process.kill()
-        self.process.wait()
-        raise RuntimeError(f"the server did not start:\n{self.stderr()}")
-
-    def stderr(self) -> str:
-        """Return what the server wrote on stderr so far."""
-        return self.stderr_path.read_text(encoding="utf-8")
-
-    def audit_lines(self) -> list[dict[str, Any]]:
-        """Return the audit log so far, one dict per line."""
-        text = self.audit_path.read_text(encoding="utf-8")
-        return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
-
-    def stop(self) -> int:
-        """Stop the server as an operator would (SIGTERM); return its exit status."""
-        self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
 
 
 class JwksHttpsServer:

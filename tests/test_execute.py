@@ -16,12 +16,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from argument_edges import INJECTION_MARKER, edge_json_values, instruction_texts, invalid_values
-from expected import ALPHA, ALPHA_NO_READ, UNKNOWN_TOOL_DETAIL
+from expected import ALPHA, ALPHA_NO_READ, INVALID, UNKNOWN_TOOL_DETAIL
 from ticket_tools import Arg, Tool, execute_tool, fixture_records, run_tool
 from ticket_tools.catalog import REGISTRY
 
 TICKET_ID_RULE = "a ticket ID: TKT- followed by exactly three digits, such as TKT-104"
-INVALID = {"ok": False, "code": "invalid_arguments"}
 
 ARGUMENT_RULES = [
     pytest.param(tool, arg, id=f"{tool.name}.{arg.name}")

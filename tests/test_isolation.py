@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from conftest import StoreFactory
-from expected import ALPHA, BETA, BETA_T104, T101, T104, T110
+from expected import ALPHA, BETA, BETA_T104, INVALID, T101, T104, T110
 from strategies import CANARY_FIELD, TENANTS, multi_tenant_stores, search_args
 from ticket_tools import execute_tool, fixture_records
 
@@ -120,9 +120,6 @@ def test_shared_ticket_104_reads_the_sessions_own(
     }
     result = execute_tool("search_tickets", {"cursor": "TKT-103", "limit": 1}, context, store)
     assert result == page([expected], "TKT-104")
-
-
-INVALID = {"ok": False, "code": "invalid_arguments"}
 
 
 @pytest.mark.parametrize(

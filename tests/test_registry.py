@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from expected import ALPHA, TOOL_NAMES
+from expected import ALPHA, FORBIDDEN, INVALID, TOOL_NAMES, UNKNOWN
 from ticket_tools import (
     Arg,
     Outcome,
@@ -24,9 +24,6 @@ from ticket_tools.filters import STATUS_ARG, filter_from
 from ticket_tools.outcome import success
 from ticket_tools.registry import READ_ONLY, Annotations
 
-UNKNOWN = {"ok": False, "code": "unknown_tool"}
-INVALID = {"ok": False, "code": "invalid_arguments"}
-FORBIDDEN = {"ok": False, "code": "forbidden"}
 ALPHA_104 = {"ok": True, "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"}}
 
 

@@ -12,10 +12,8 @@ from collections.abc import Mapping
 import pytest
 
 from conftest import StoreFactory
-from expected import ALPHA, ALPHA_NO_READ, T101, T102, T104, T107
+from expected import ALPHA, ALPHA_NO_READ, INVALID, T101, T102, T104, T107
 from ticket_tools import execute_tool, fixture_records
-
-INVALID = {"ok": False, "code": "invalid_arguments"}
 
 # base64 of {"tenant":"beta","after":""} (REVIEW.md, comment 1): alpha reads beta's tickets.
 FORGED_BETA = "eyJ0ZW5hbnQiOiJiZXRhIiwiYWZ0ZXIiOiIifQ=="

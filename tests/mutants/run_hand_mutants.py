@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = Path(__file__).resolve().parent
 # What a copy of the tree needs to run the suite: the source, the tests, the config.
-COPIED = ("src", "tests", "pyproject.toml")
+COPIED = ("src", "tests", "testkit", "pyproject.toml")
 # Generous: the whole suite takes well under a minute; a mutant that loops forever is caught.
 SUITE_TIMEOUT_SECONDS = 900
 # pytest's exit statuses: 1 is "tests failed", 2 "interrupted" (a collection error, such

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from mcp.server import ServerRequestContext
 
-from http_support import AUDIENCE, ISSUER
+from testkit.tokens import AUDIENCE, ISSUER
 from ticket_tools.outcome import failure, success
 from ticket_tools.serve.audit import MAX_REQUEST_ID_CHARS, AuditLog
 from ticket_tools.serve.http import request_context

@@ -40,7 +40,9 @@ from expected import (
     BETA_T108,
     T104,
 )
-from http_support import REFUSED, HttpServer, Issuer, JwksHttpsServer, claims
+from http_support import REFUSED, JwksHttpsServer
+from testkit.server import HttpServer
+from testkit.tokens import Issuer, claims
 from ticket_tools import execute_tool, fixture_records
 from ticket_tools.acceptance import CALLS, AcceptanceCall
 from ticket_tools.cli import main
@@ -55,12 +57,6 @@ ALLOWED_HOST = "tickets.example.test"
 CLIENTS = 24  # concurrent clients, alternating alpha and beta tokens
 CALLS_PER_CLIENT = 50
 ISSUED: list[str] = []  # every token signed here, for the scan of the logs
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """Run the async tests and fixtures on asyncio, the SDK's own default."""
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")

@@ -13,17 +13,8 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa as rsa_keys
 from mcp.server.auth.provider import AccessToken
 
-from http_support import (
-    AUDIENCE,
-    ISSUER,
-    READ,
-    REFUSED,
-    Issuer,
-    JwksHttpsServer,
-    TokenMaker,
-    claims,
-    without,
-)
+from http_support import REFUSED, JwksHttpsServer, TokenMaker, without
+from testkit.tokens import AUDIENCE, ISSUER, READ, Issuer, claims
 from ticket_tools.serve.tokens import (
     LEEWAY_SECONDS,
     MAX_JWKS_BYTES,
@@ -38,12 +29,6 @@ from ticket_tools.serve.tokens import (
 pytestmark = pytest.mark.anyio
 
 RULES = TokenRules(issuer=ISSUER, audience=AUDIENCE)
-
-
-@pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """Run the async tests on asyncio, the SDK's own default."""
-    return "asyncio"
 
 
 @pytest.fixture(scope="module")

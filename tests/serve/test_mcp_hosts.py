@@ -43,6 +43,9 @@ SERVE = ["-m", "ticket_tools.cli", "serve", "stdio", "--tenant", "alpha"]
 SESSIONS = {"alpha": SERVE, "alpha-no-read": [*SERVE, "--no-read"]}
 CONTEXTS = {"alpha": ALPHA, "alpha-no-read": ALPHA_NO_READ}
 SUCCESS = ("search_tickets", {"status": "open", "limit": 2})
+# For a server subprocess to start and answer `initialize`: importing the SDK on a loaded
+# 2-core machine takes seconds (pydantic-ai's own default, 5 s, timed out there).
+START_SECONDS = 60
 # (session, tool, arguments, code, detail): one of each failure a model can correct.
 FAILURES = [
     pytest.param(
@@ -73,12 +76,6 @@ FAILURES = [
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """Both frameworks run on asyncio."""
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 def env() -> dict[str, str]:
     """The whole environment, so coverage measures the server subprocesses too."""
     return dict(os.environ)
@@ -93,7 +90,7 @@ async def agents_servers(env: dict[str, str]) -> AsyncIterator[dict[str, MCPServ
             server = MCPServerStdio(
                 {"command": sys.executable, "args": args, "env": env},
                 name=f"tickets-{key}",
-                client_session_timeout_seconds=60,
+                client_session_timeout_seconds=START_SECONDS,
             )
             servers[key] = await stack.enter_async_context(server)
         yield servers
@@ -106,7 +103,8 @@ async def toolsets(env: dict[str, str]) -> AsyncIterator[dict[str, MCPToolset[No
         toolsets: dict[str, MCPToolset[None]] = {}
         for key, args in SESSIONS.items():
             transport = StdioTransport(command=sys.executable, args=args, env=env)
-            toolsets[key] = await stack.enter_async_context(MCPToolset(transport))
+            toolset = MCPToolset(transport, init_timeout=START_SECONDS)
+            toolsets[key] = await stack.enter_async_context(toolset)
         yield toolsets
 
 
@@ -212,7 +210,7 @@ def _scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespo
 
 async def test_agent_run_corrects_itself_from_the_failing_rule(env: dict[str, str]) -> None:
     toolset: MCPToolset[None] = MCPToolset(
-        StdioTransport(command=sys.executable, args=SERVE, env=env)
+        StdioTransport(command=sys.executable, args=SERVE, env=env), init_timeout=START_SECONDS
     )
     seen_tools: list[dict[str, object]] = []
 

@@ -68,12 +68,6 @@ def _session_key(call: AcceptanceCall) -> str:
 
 
 @pytest.fixture(scope="module")
-def anyio_backend() -> str:
-    """Run the async tests and fixtures on asyncio, the SDK's own default."""
-    return "asyncio"
-
-
-@pytest.fixture(scope="module")
 def errlog() -> Iterator[TextIO]:
     """Collect every server's stderr, to check what the servers log there."""
     with tempfile.TemporaryFile("w+", encoding="utf-8") as log:

@@ -8,17 +8,23 @@ import pytest
 
 from brief_table import STARTING_ROWS
 from conftest import StoreFactory
-from expected import ALPHA, ALPHA_NO_READ, BETA, BETA_T104, T104
+from expected import (
+    ALPHA,
+    ALPHA_NO_READ,
+    BETA,
+    BETA_T104,
+    FORBIDDEN,
+    INVALID,
+    NOT_FOUND,
+    T104,
+    UNKNOWN,
+)
 from ticket_tools import execute_tool, fixture_records
 
 # The starting adapter's fixtures: the brief's first two rows.
 STARTING_RECORDS = dict(STARTING_ROWS)
 ALPHA_104 = {"ok": True, "ticket": T104}
 BETA_104 = {"ok": True, "ticket": BETA_T104}
-INVALID = {"ok": False, "code": "invalid_arguments"}
-FORBIDDEN = {"ok": False, "code": "forbidden"}
-NOT_FOUND = {"ok": False, "code": "not_found"}
-UNKNOWN = {"ok": False, "code": "unknown_tool"}
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,8 @@ from expected import (
     ALPHA_NO_READ,
     ALPHA_TICKETS,
     BETA,
+    FORBIDDEN,
+    INVALID,
     T101,
     T102,
     T104,
@@ -20,9 +22,6 @@ from expected import (
 )
 from ticket_tools import DictStore, Ticket, execute_tool, fixture_records
 from ticket_tools.filters import TicketFilter
-
-INVALID = {"ok": False, "code": "invalid_arguments"}
-FORBIDDEN = {"ok": False, "code": "forbidden"}
 
 
 def page(tickets: list[dict[str, str]], next_cursor: str | None) -> dict[str, object]:

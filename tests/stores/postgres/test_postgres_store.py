@@ -353,12 +353,6 @@ def test_statement_timeout_is_unavailable_then_the_next_call_answers(
     )
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    """Run the async test on asyncio, the MCP SDK's own default."""
-    return "asyncio"
-
-
 @pytest.mark.anyio
 async def test_over_mcp_a_stopped_server_is_the_fixed_internal_error(
     fixture_store: object, database: PostgresDatabase

@@ -59,7 +59,11 @@ SELECT
     ),
     ARRAY(
         SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
-        WHERE k.conrelid = c.oid ORDER BY k.conname
+        WHERE k.conrelid = c.oid
+        -- PostgreSQL 18 lists each NOT NULL here too; the columns above check the valid
+        -- ones, so only a NOT VALID one (which old rows may break) is left to refuse.
+        AND NOT (k.contype = 'n' AND k.convalidated)
+        ORDER BY k.conname
     ),
     ARRAY(
         SELECT p.polname || ' ' || p.polcmd::text || ' ' || p.polpermissive::text || ' '

@@ -1,5 +1,5 @@
-"""The load harness's own logic (benchmarks/load): store, plan, checker, percentiles, report,
-process supervision. The run itself is `make load`; these tests need no server."""
+"""The load harness's own logic (load/): store, plan, checker, percentiles, report, process
+supervision, and its client against two real replicas. The run itself is `make load`."""
 
 from __future__ import annotations
 
@@ -16,19 +16,21 @@ from pathlib import Path
 
 import anyio
 import pytest
+
 from load import checker, report, run, stats, supervise
 from load import client as client_module
 from load.checker import Observation, Tally, Verdict, WalkCheck, check, check_walk, oracle_walk
 from load.client import CallRecord, Client, _leaf, run_client
 from load.records import owner_of, tenant_records, ticket, write_records
 from load.workload import Call, ClientPlan, Walk
-
-from http_support import HttpServer, Issuer, claims
+from testkit.server import HttpServer
+from testkit.tokens import Issuer, claims
 from ticket_tools import Records, execute_tool, run_tool
 
 T5 = {"tenant": "t005", "can_read_tickets": True}
 T5_NO_READ = {"tenant": "t005", "can_read_tickets": False}
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+# The repository root: where `load` and `testkit` are imported from.
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def served(call: Call, context: dict[str, object], records: Records) -> Observation:
@@ -695,7 +697,7 @@ except Interrupted as stop:
 
 @pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_signal_stops_the_run_and_leaves_nothing_behind(number: signal.Signals) -> None:
-    env = {**os.environ, "PYTHONPATH": str(BENCHMARKS)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     harness = subprocess.Popen(
         [sys.executable, "-c", SIGNALLED_RUN], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -710,7 +712,7 @@ def test_a_signal_stops_the_run_and_leaves_nothing_behind(number: signal.Signals
     assert not Path(folder).exists()
 
 
-# --- the client, against two real `serve --http --stateless` replicas ------------------------
+# --- the client, against two real `serve http --stateless` replicas ------------------------
 
 
 @pytest.fixture(scope="module")

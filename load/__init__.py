@@ -3,6 +3,7 @@
 The harness's parts, one idea each: `records` (the generated store), `workload` (what each
 client calls), `checker` (every result against `execute_tool`), `stats` (percentiles),
 `report` (the table and build/load-report.json), `supervise` (processes, time budget,
-cleanup), `cluster` (the throwaway PostgreSQL), `replica` (one server process), `tokens`
-(the test identity provider), `client` (one MCP client) and `run` (the phases).
+cleanup), `cluster` (testkit's throwaway PostgreSQL, owned by the supervisor), `replica`
+(one server process, started with testkit's command), `client` (one MCP client) and `run`
+(the phases). The token issuer is testkit's (testkit/tokens.py), shared with the tests.
 """

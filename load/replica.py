@@ -1,18 +1,13 @@
-"""One `ticket-tools serve --http --stateless` process on 127.0.0.1, on a port the OS picks."""
+"""One `ticket-tools serve http --stateless` process on 127.0.0.1, on a port the OS picks."""
 
 from __future__ import annotations
 
 import subprocess
-import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from load.supervise import Supervisor, cpu_seconds, rss_kib
-from load.tokens import AUDIENCE, ISSUER
-
-START_TIMEOUT_SECONDS = 90.0  # importing the SDK on a loaded 2-core machine takes a while
-READY_PREFIX = "ticket-tools: serving MCP on "
+from testkit.server import serve_http_command, wait_for_address
 
 
 class Replica:
@@ -36,28 +31,19 @@ class Replica:
         """Start the server process; `wait_ready` finds its address."""
         self._generation += 1
         folder = self._supervisor.folder
-        args = [
-            sys.executable, "-m", "ticket_tools.cli", "serve", "http", "127.0.0.1:0",
-            "--stateless", "--jwks", str(self._jwks), "--issuer", ISSUER,
-            "--audience", AUDIENCE,
-            "--audit-log", str(folder / f"audit-{self.number}-{self._generation}.jsonl"),
-            *self._store_args,
-        ]  # fmt: skip
+        audit = folder / f"audit-{self.number}-{self._generation}.jsonl"
+        args = serve_http_command(
+            self._jwks, "--stateless", "--audit-log", str(audit), *self._store_args
+        )
         self.log.write_text("")
         self.process = self._supervisor.start(args, log=self.log)
 
     def wait_ready(self) -> str:
         """Wait for the line naming the address; return the MCP URL."""
-        deadline = time.monotonic() + START_TIMEOUT_SECONDS
-        while time.monotonic() < deadline:
-            for line in self.log.read_text(errors="replace").splitlines():
-                if line.startswith(READY_PREFIX):
-                    self.url = line.removeprefix(READY_PREFIX).strip()
-                    return self.url
-            if self.process is None or self.process.poll() is not None:
-                break
-            time.sleep(0.1)
-        raise RuntimeError(f"replica {self.number} did not start:\n{self.log.read_text()[-2000:]}")
+        if self.process is None:
+            raise RuntimeError(f"replica {self.number} was not started")
+        self.url = wait_for_address(self.log, self.process)
+        return self.url
 
     def kill(self) -> None:
         """Kill the replica at once (SIGKILL): the fault a crashed host causes."""

