@@ -27,8 +27,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = Path(__file__).resolve().parent
-# What a copy of the tree needs to run the suite: the source, the tests, the config.
-COPIED = ("src", "tests", "testkit", "pyproject.toml")
+# What a copy of the tree needs to run the suite: the source, the tests, the config, and
+# what tests read beside them: testkit/ (the shared helpers, on pytest's pythonpath), the
+# sample records file, and the licence the CLI tests compare.
+COPIED = ("src", "tests", "testkit", "examples", "pyproject.toml", "LICENSE")
 # Generous: the whole suite takes well under a minute; a mutant that loops forever is caught.
 SUITE_TIMEOUT_SECONDS = 900
 # pytest's exit statuses: 1 is "tests failed", 2 "interrupted" (a collection error, such
