@@ -16,6 +16,7 @@ from ticket_tools.tickets import TICKET_ID_PATTERN
 
 _TICKET_ID = re.compile(TICKET_ID_PATTERN)
 _FIELDS_RULE = "id, title and status must be strings of valid Unicode"
+_KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 
 
 class RecordsError(ValueError):
@@ -51,14 +52,7 @@ def is_text(value: object) -> TypeGuard[str]:
 def record_rows(records: object) -> list[StoredRow]:
     """Check every record of a records mapping; return one row per record, in order.
 
-    The rules, each refused with the record's position (never its contents):
-    - the whole value is a JSON object (a mapping);
-    - each ticket is an object whose id, title and status are strings with a UTF-8 form;
-    - each id is TKT- followed by exactly three digits: the only ids get_ticket can
-      name and a cursor can page past (so a tenant holds at most 1,000 tickets);
-    - each key is "tenant:" followed by the ticket's own id, the tenant non-empty and
-      without ":" (else "a:b:TKT-101" would mean tenant "a:b" to one store, "a" to another).
-    Other fields of a ticket are allowed, and never shown.
+    The rules (`record_row`), each refused with the record's position (never its contents).
     """
     if not isinstance(records, Mapping):
         raise RecordsError('not a JSON object of "tenant:TKT-123" -> ticket')
@@ -67,21 +61,47 @@ def record_rows(records: object) -> list[StoredRow]:
     ]
 
 
-def _row(position: int, key: object, stored: object) -> StoredRow:
+def record_row(key: object, stored: object) -> StoredRow:
+    """Check one record; return its row, or raise RecordsError whose message is the rule alone.
+
+    The rules, checked in this order:
+    - the ticket is an object whose id, title and status are strings with a UTF-8 form;
+    - the id is TKT- followed by exactly three digits: the only ids get_ticket can
+      name and a cursor can page past (so a tenant holds at most 1,000 tickets);
+    - the key is "tenant:" followed by the ticket's own id (`key_parts`).
+    Other fields of a ticket are allowed, and never shown.
+    """
     if not isinstance(stored, Mapping):
-        raise _refused(position, _FIELDS_RULE)
+        raise RecordsError(_FIELDS_RULE)
     ticket_id, title, status = stored.get("id"), stored.get("title"), stored.get("status")
     if not (is_text(ticket_id) and is_text(title) and is_text(status)):
-        raise _refused(position, _FIELDS_RULE)
+        raise RecordsError(_FIELDS_RULE)
     if _TICKET_ID.fullmatch(ticket_id) is None:
-        raise _refused(position, "the id is not TKT- followed by exactly three digits")
-    if not is_text(key):
-        raise _refused(position, "the key is not a string of valid Unicode")
-    tenant = tenant_of(key)
-    if not tenant or ":" in tenant or key != f"{tenant}:{ticket_id}":
-        raise _refused(position, 'the key is not "tenant:" followed by the ticket\'s own id')
+        raise RecordsError("the id is not TKT- followed by exactly three digits")
+    tenant, key_id = key_parts(key)
+    if key_id != ticket_id:
+        raise RecordsError(_KEY_RULE)
     return StoredRow(tenant, ticket_id, title, status)
 
 
-def _refused(position: int, rule: str) -> RecordsError:
-    return RecordsError(f"record {position} (in file order): {rule}")
+def key_parts(key: object) -> tuple[str, str]:
+    """Check a records key alone; return its (tenant, ticket id), or raise RecordsError.
+
+    A key is "tenant:" followed by a ticket id (TKT- and three digits), the tenant
+    non-empty and without ":" (else "a:b:TKT-101" would mean tenant "a:b" to one
+    store, "a" to another).
+    """
+    if not is_text(key):
+        raise RecordsError("the key is not a string of valid Unicode")
+    tenant = tenant_of(key)
+    key_id = key[len(tenant) + 1 :]
+    if not tenant or ":" in tenant or _TICKET_ID.fullmatch(key_id) is None:
+        raise RecordsError(_KEY_RULE)
+    return tenant, key_id
+
+
+def _row(position: int, key: object, stored: object) -> StoredRow:
+    try:
+        return record_row(key, stored)
+    except RecordsError as error:
+        raise RecordsError(f"record {position} (in file order): {error}") from None

@@ -1,0 +1,162 @@
+"""The change feed: one JSON object a line, each an upsert or a delete with its source's version.
+
+A line is checked by the records rules (`stores.records`) and a few of its own, and
+becomes a `Change`; `plan` then decides, per key, which changes win over what is
+stored: the highest version, as in Elasticsearch's external versioning. See docs/feed.md.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from ticket_tools.stores.records import RecordsError, key_parts, record_row
+
+Op = Literal["upsert", "delete"]
+OPS: tuple[Op, ...] = ("upsert", "delete")
+# The largest version: a signed 64-bit integer, what SQLite's INTEGER and PostgreSQL's
+# bigint hold. A microsecond timestamp fits until the year 294,247.
+MAX_VERSION = 2**63 - 1
+# A ticket is three short strings; a longer line is refused rather than buffered whole.
+MAX_LINE_BYTES = 1 << 20
+# The fields each op takes, exactly: a misspelt or extra field is refused, not ignored,
+# so that a typo (`"verison"`) or a ticket on a delete is found, not silently dropped.
+_FIELDS: dict[str, frozenset[str]] = {
+    "upsert": frozenset({"op", "key", "version", "ticket"}),
+    "delete": frozenset({"op", "key", "version"}),
+}
+
+Key = tuple[str, str]
+"""A stored key: (tenant, ticket id)."""
+
+
+class FeedError(ValueError):
+    """A feed line that breaks a rule; the message is the rule, never the line's contents."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One checked feed line: what to do to one key, at which version."""
+
+    op: Op
+    """"upsert" writes the ticket; "delete" removes it and leaves a tombstone."""
+    tenant: str
+    """The key's tenant."""
+    id: str
+    """The key's ticket id (for an upsert, also the ticket's own id)."""
+    version: int
+    """The source's version, 0 to MAX_VERSION: per key, the highest wins."""
+    title: str = ""
+    """The ticket's title (an upsert's; empty on a delete)."""
+    status: str = ""
+    """The ticket's status (an upsert's; empty on a delete)."""
+
+    @property
+    def key(self) -> Key:
+        """Return (tenant, id)."""
+        return (self.tenant, self.id)
+
+
+@dataclass(frozen=True)
+class Counts:
+    """What applying changes did: upserts and deletes written, and changes ignored as stale."""
+
+    upserted: int = 0
+    deleted: int = 0
+    stale: int = 0
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(
+            self.upserted + other.upserted,
+            self.deleted + other.deleted,
+            self.stale + other.stale,
+        )
+
+    def __str__(self) -> str:
+        return f"{self.upserted} upserted, {self.deleted} deleted, {self.stale} stale"
+
+
+def parse_change(line: bytes | str) -> Change:
+    """Check one feed line (without its newline); return its change or raise FeedError.
+
+    Examples:
+        {"op": "delete", "key": "alpha:TKT-102", "version": 8}
+            -> Change("delete", "alpha", "TKT-102", 8)
+        {"op": "delete", "key": "alpha:TKT-102", "version": true}
+            -> FeedError("the version is not an integer from 0 to 2^63-1")
+    """
+    if len(line) > MAX_LINE_BYTES:
+        raise FeedError("the line is longer than 1 MiB")
+    try:
+        value = json.loads(line, object_pairs_hook=_unique_fields)
+    except _DuplicateFieldError:
+        raise FeedError("a field name appears twice in one object") from None
+    except (ValueError, RecursionError):
+        # UnicodeDecodeError is a ValueError: a line must be UTF-8 JSON.
+        raise FeedError("the line is not UTF-8 JSON") from None
+    if type(value) is not dict:
+        raise FeedError("the line is not a JSON object")
+    op = value.get("op")
+    if not (type(op) is str and op in OPS):
+        raise FeedError('the op is not "upsert" or "delete"')
+    if set(value) != _FIELDS[op]:
+        raise FeedError(f"{op} takes exactly the fields {', '.join(sorted(_FIELDS[op]))}")
+    version = value["version"]
+    if not (type(version) is int and 0 <= version <= MAX_VERSION):
+        raise FeedError("the version is not an integer from 0 to 2^63-1")
+    try:
+        if op == "delete":
+            tenant, ticket_id = key_parts(value["key"])
+            return Change("delete", tenant, ticket_id, version)
+        row = record_row(value["key"], value["ticket"])
+    except RecordsError as error:
+        raise FeedError(str(error)) from None
+    return Change("upsert", row.tenant, row.id, version, row.title, row.status)
+
+
+class _DuplicateFieldError(Exception):
+    pass
+
+
+def _unique_fields(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    # json.loads keeps the last of two equal names: a second "version" would otherwise
+    # win silently over the first.
+    fields = dict(pairs)
+    if len(fields) != len(pairs):
+        raise _DuplicateFieldError
+    return fields
+
+
+def plan(changes: Iterable[Change], stored: Mapping[Key, int]) -> tuple[dict[Key, Change], Counts]:
+    """Decide which changes win; return the last winner per key, and the counts.
+
+    `stored` holds the version of every stored key (ticket or tombstone) the changes
+    name. Changes are taken in order: one whose version is not greater than its key's
+    current version (stored, or set by an earlier change here) is stale. The result is
+    what to write: per key, the winning change with the highest version.
+
+    Example, with ("alpha", "TKT-101") stored at version 5:
+        upsert v7, delete v6, delete v9  ->  {key: delete v9}, Counts(1, 1, 1)
+    """
+    current = dict(stored)
+    winners: dict[Key, Change] = {}
+    upserted = deleted = stale = 0
+    for change in changes:
+        key = change.key
+        if key in current and change.version <= current[key]:
+            stale += 1
+            continue
+        current[key] = change.version
+        winners[key] = change
+        if change.op == "upsert":
+            upserted += 1
+        else:
+            deleted += 1
+    return winners, Counts(upserted, deleted, stale)
+
+
+def has_nul(change: Change) -> bool:
+    """Return whether a change holds a NUL character (which PostgreSQL text cannot store)."""
+    return any("\x00" in text for text in (change.tenant, change.id, change.title, change.status))

@@ -1,0 +1,210 @@
+"""The change feed: each line's rules, and which changes win over what is stored."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ticket_tools.stores.feed import (
+    MAX_LINE_BYTES,
+    MAX_VERSION,
+    Change,
+    Counts,
+    FeedError,
+    has_nul,
+    parse_change,
+    plan,
+)
+
+KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
+FIELDS_RULE = "id, title and status must be strings of valid Unicode"
+VERSION_RULE = "the version is not an integer from 0 to 2^63-1"
+TICKET = {"id": "TKT-120", "title": "VPN drops hourly", "status": "open"}
+
+
+def _upsert(**fields: object) -> str:
+    line: dict[str, object] = {"op": "upsert", "key": "alpha:TKT-120", "version": 7}
+    line["ticket"] = TICKET
+    line.update(fields)
+    return json.dumps(line)
+
+
+def _delete(**fields: object) -> str:
+    return json.dumps({"op": "delete", "key": "alpha:TKT-102", "version": 8, **fields})
+
+
+def test_an_upsert_line_becomes_a_change_without_internal_fields() -> None:
+    line = _upsert(ticket={**TICKET, "internal_note": "secret", "assignee": "x"})
+    assert parse_change(line.encode()) == Change(
+        "upsert", "alpha", "TKT-120", 7, "VPN drops hourly", "open"
+    )
+
+
+def test_a_delete_line_becomes_a_change() -> None:
+    assert parse_change(_delete()) == Change("delete", "alpha", "TKT-102", 8)
+    assert parse_change(_delete()).key == ("alpha", "TKT-102")
+
+
+@pytest.mark.parametrize(
+    "version", [pytest.param(0, id="zero"), pytest.param(MAX_VERSION, id="max")]
+)
+def test_the_version_range_is_inclusive(version: int) -> None:
+    assert parse_change(_delete(version=version)).version == version
+
+
+@pytest.mark.parametrize(
+    ("line", "rule"),
+    [
+        pytest.param(b"{", "the line is not UTF-8 JSON", id="not-json"),
+        pytest.param(b"", "the line is not UTF-8 JSON", id="empty"),
+        pytest.param(b'{"op": "\xff"}', "the line is not UTF-8 JSON", id="not-utf8"),
+        pytest.param("[" * 100_000, "the line is not UTF-8 JSON", id="too-deep"),
+        pytest.param(b"x" * (MAX_LINE_BYTES + 1), "the line is longer than 1 MiB", id="too-long"),
+        pytest.param("[]", "the line is not a JSON object", id="a-list"),
+        pytest.param('"upsert"', "the line is not a JSON object", id="a-string"),
+        pytest.param(
+            '{"op": "delete", "op": "delete", "key": "alpha:TKT-102", "version": 8}',
+            "a field name appears twice in one object",
+            id="duplicate-field",
+        ),
+        pytest.param(
+            _upsert(ticket={**TICKET, "x": 1}).replace('"x": 1', '"id": "TKT-121"'),
+            "a field name appears twice in one object",
+            id="duplicate-ticket-field",
+        ),
+        pytest.param(_delete(op="insert"), 'the op is not "upsert" or "delete"', id="unknown-op"),
+        pytest.param(_delete(op="DELETE"), 'the op is not "upsert" or "delete"', id="op-case"),
+        pytest.param(_delete(op=["delete"]), 'the op is not "upsert" or "delete"', id="op-list"),
+        pytest.param(
+            '{"key": "alpha:TKT-102", "version": 8}',
+            'the op is not "upsert" or "delete"',
+            id="no-op",
+        ),
+        pytest.param(
+            '{"op": "delete", "key": "alpha:TKT-102"}',
+            "delete takes exactly the fields key, op, version",
+            id="delete-without-version",
+        ),
+        pytest.param(
+            _delete(ticket=TICKET),
+            "delete takes exactly the fields key, op, version",
+            id="delete-with-ticket",
+        ),
+        pytest.param(
+            _upsert(verison=7),
+            "upsert takes exactly the fields key, op, ticket, version",
+            id="misspelt-field",
+        ),
+        pytest.param(
+            json.dumps({"op": "upsert", "key": "alpha:TKT-120", "version": 7}),
+            "upsert takes exactly the fields key, op, ticket, version",
+            id="upsert-without-ticket",
+        ),
+        pytest.param(_delete(version=True), VERSION_RULE, id="version-bool"),
+        pytest.param(_delete(version=-1), VERSION_RULE, id="version-negative"),
+        pytest.param(_delete(version=MAX_VERSION + 1), VERSION_RULE, id="version-too-big"),
+        pytest.param(_delete(version=8.0), VERSION_RULE, id="version-float"),
+        pytest.param(_delete(version="8"), VERSION_RULE, id="version-string"),
+        pytest.param(_delete(version=None), VERSION_RULE, id="version-null"),
+        pytest.param(_delete(key=7), "the key is not a string of valid Unicode", id="key-number"),
+        pytest.param(
+            _delete(key="alpha:TKT-1\ud800"),
+            "the key is not a string of valid Unicode",
+            id="key-surrogate",
+        ),
+        pytest.param(_delete(key="TKT-102"), KEY_RULE, id="delete-key-no-tenant"),
+        pytest.param(_delete(key=":TKT-102"), KEY_RULE, id="delete-key-empty-tenant"),
+        pytest.param(_delete(key="a:b:TKT-102"), KEY_RULE, id="delete-key-colon-in-tenant"),
+        pytest.param(_delete(key="alpha:TKT-1020"), KEY_RULE, id="delete-key-bad-id"),
+        pytest.param(_upsert(key="alpha:TKT-121"), KEY_RULE, id="id-not-the-keys"),
+        pytest.param(_upsert(key="beta:x:TKT-120"), KEY_RULE, id="upsert-key-colon-in-tenant"),
+        pytest.param(_upsert(key=None), "the key is not a string of valid Unicode", id="key-null"),
+        pytest.param(_upsert(ticket=["TKT-120"]), FIELDS_RULE, id="ticket-not-object"),
+        pytest.param(_upsert(ticket={"id": "TKT-120", "title": "t"}), FIELDS_RULE, id="no-status"),
+        pytest.param(_upsert(ticket={**TICKET, "title": 7}), FIELDS_RULE, id="title-number"),
+        pytest.param(
+            _upsert(ticket={**TICKET, "id": "TKT-1200"}, key="alpha:TKT-1200"),
+            "the id is not TKT- followed by exactly three digits",
+            id="id-four-digits",
+        ),
+    ],
+)
+def test_a_line_that_breaks_a_rule_is_refused_by_that_rule(line: bytes | str, rule: str) -> None:
+    with pytest.raises(FeedError) as caught:
+        parse_change(line)
+    assert str(caught.value) == rule
+
+
+def test_an_error_never_echoes_the_line() -> None:
+    hidden = "s3cr3t-title"
+    line = _upsert(ticket={**TICKET, "title": 7, "internal_note": hidden}, key="alpha:TKT-120")
+    with pytest.raises(FeedError) as caught:
+        parse_change(line)
+    assert hidden not in str(caught.value)
+    assert "TKT-120" not in str(caught.value)
+
+
+def _up(version: int, ticket_id: str = "TKT-101") -> Change:
+    return Change("upsert", "alpha", ticket_id, version, f"v{version}", "open")
+
+
+def _del(version: int, ticket_id: str = "TKT-101") -> Change:
+    return Change("delete", "alpha", ticket_id, version)
+
+
+KEY = ("alpha", "TKT-101")
+
+
+@pytest.mark.parametrize(
+    ("changes", "stored", "winners", "counts"),
+    [
+        pytest.param([_up(7)], {}, {KEY: _up(7)}, Counts(1, 0, 0), id="new-key"),
+        pytest.param([_up(0)], {KEY: 0}, {}, Counts(0, 0, 1), id="equal-version-is-stale"),
+        pytest.param([_up(4)], {KEY: 5}, {}, Counts(0, 0, 1), id="older-is-stale"),
+        pytest.param([_del(6)], {KEY: 5}, {KEY: _del(6)}, Counts(0, 1, 0), id="delete-newer"),
+        pytest.param(
+            [_del(3)], {}, {KEY: _del(3)}, Counts(0, 1, 0), id="delete-unknown-leaves-tombstone"
+        ),
+        pytest.param(
+            [_up(7), _del(6), _del(9)],
+            {KEY: 5},
+            {KEY: _del(9)},
+            Counts(1, 1, 1),
+            id="docstring-example",
+        ),
+        pytest.param([_del(9), _up(8)], {}, {KEY: _del(9)}, Counts(0, 1, 1), id="tombstone-holds"),
+        pytest.param(
+            [_up(2), _up(1, "TKT-102"), _up(3)],
+            {("alpha", "TKT-102"): 1},
+            {KEY: _up(3)},
+            Counts(2, 0, 1),
+            id="keys-independent",
+        ),
+    ],
+)
+def test_plan_keeps_the_highest_version_per_key(
+    changes: list[Change],
+    stored: dict[tuple[str, str], int],
+    winners: dict[tuple[str, str], Change],
+    counts: Counts,
+) -> None:
+    assert plan(changes, stored) == (winners, counts)
+
+
+def test_counts_add_and_read_as_a_summary() -> None:
+    total = Counts(1, 2, 3) + Counts(10, 20, 30)
+    assert total == Counts(11, 22, 33)
+    assert str(total) == "11 upserted, 22 deleted, 33 stale"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        pytest.param(_up(1), False, id="none"),
+        pytest.param(Change("upsert", "alpha", "TKT-101", 1, "a\x00b", "open"), True, id="title"),
+        pytest.param(Change("delete", "al\x00pha", "TKT-101", 1), True, id="tenant"),
+    ],
+)
+def test_has_nul(change: Change, expected: bool) -> None:
+    assert has_nul(change) is expected
