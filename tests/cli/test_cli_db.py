@@ -90,7 +90,7 @@ UNUSABLE = {
     "missing": "no database at {db}",
     "locked": "{db} is locked by another connection; try again",
     "not-sqlite": "{db} is not an SQLite database",
-    "wrong-schema": "{db} is not a ticket database of schema version 2: "
+    "wrong-schema": "{db} is not a ticket database of schema version 3: "
     "it was not made by ticket-tools import",
     "folder": "cannot read {db}: it is a folder",
 }
@@ -112,6 +112,8 @@ def unusable(
         monkeypatch.setattr(sqlite_store, "DEFAULT_BUSY_TIMEOUT", 0.0)
         db = database
         writer = sqlite3.connect(db, isolation_level=None)
+        # WAL: only exclusive locking mode keeps a reader out.
+        writer.execute("PRAGMA locking_mode = EXCLUSIVE")
         writer.execute("BEGIN EXCLUSIVE")
     elif kind == "folder":
         db = tmp_path

@@ -31,16 +31,16 @@ def test_import_keeps_only_the_public_fields(database: Path) -> None:
     rows = connection.execute("SELECT * FROM tickets").fetchall()
     connection.close()
     assert rows == [
-        ("alpha", "TKT-101", "Login fails after password reset", "open"),
-        ("alpha", "TKT-102", "CSV export times out", "closed"),
-        ("alpha", "TKT-104", "Settings crash", "open"),
-        ("alpha", "TKT-107", "Login page slow on mobile", "open"),
-        ("alpha", "TKT-110", "Invoice PDF missing logo", "closed"),
-        ("alpha", "TKT-112", "Settings page shows wrong time zone", "open"),
-        ("alpha", "TKT-115", "Password reset email delayed", "closed"),
-        ("beta", "TKT-103", "Refund not received", "open"),
-        ("beta", "TKT-104", "Private billing issue", "closed"),
-        ("beta", "TKT-108", "Login fails after SSO change", "open"),
+        ("alpha", "TKT-101", "Login fails after password reset", "open", 0),
+        ("alpha", "TKT-102", "CSV export times out", "closed", 0),
+        ("alpha", "TKT-104", "Settings crash", "open", 0),
+        ("alpha", "TKT-107", "Login page slow on mobile", "open", 0),
+        ("alpha", "TKT-110", "Invoice PDF missing logo", "closed", 0),
+        ("alpha", "TKT-112", "Settings page shows wrong time zone", "open", 0),
+        ("alpha", "TKT-115", "Password reset email delayed", "closed", 0),
+        ("beta", "TKT-103", "Refund not received", "open", 0),
+        ("beta", "TKT-104", "Private billing issue", "closed", 0),
+        ("beta", "TKT-108", "Login fails after SSO change", "open", 0),
     ]
     # Internal notes are dropped, not hidden: they are nowhere in the file.
     assert [note in database.read_bytes() for note in (b"Escalated", b"Security", b"approved")] == [

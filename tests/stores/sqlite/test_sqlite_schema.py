@@ -12,10 +12,16 @@ import pytest
 from ticket_tools import TicketFilter, fixture_records
 from ticket_tools.store import StoreError
 from ticket_tools.stores.sqlite.importer import write_database
-from ticket_tools.stores.sqlite.schema import APPLICATION_ID, SCHEMA, SCHEMA_VERSION, store_error
+from ticket_tools.stores.sqlite.schema import (
+    APPLICATION_ID,
+    SCHEMA,
+    SCHEMA_VERSION,
+    TOMBSTONES,
+    store_error,
+)
 from ticket_tools.stores.sqlite.store import SQLiteStore
 
-NOT_OURS = "{path} is not a ticket database of schema version 2: "
+NOT_OURS = "{path} is not a ticket database of schema version 3: "
 TABLES_DIFFER = NOT_OURS + "its tables differ from the ones import creates"
 
 
@@ -34,14 +40,14 @@ def _craft(
     connection.execute(f"PRAGMA user_version = {version}")
     for statement in statements:
         connection.execute(statement)
-    connection.execute("INSERT INTO tickets VALUES ('alpha', 'TKT-101', 'Login fails', 'open')")
+    connection.execute("INSERT INTO tickets VALUES ('alpha', 'TKT-101', 'Login fails', 'open', 0)")
     connection.commit()
     connection.close()
 
 
 def _variant(old: str, new: str) -> list[str]:
     assert old in SCHEMA
-    return [SCHEMA.replace(old, new)]
+    return [SCHEMA.replace(old, new), TOMBSTONES]
 
 
 # Issue 12, item 2: each of these passed the old check (it read the column list only).
@@ -57,11 +63,19 @@ CRAFTED = [
     ),
     pytest.param(_variant(" CHECK (typeof(title) = 'text')", ""), id="title-may-hold-a-blob"),
     pytest.param(_variant(") WITHOUT ROWID", ")"), id="rowid-table"),
+    pytest.param(_variant(" AND version >= 0", ""), id="version-may-be-negative"),
     pytest.param(
-        [SCHEMA, "CREATE INDEX by_tenant ON tickets (tenant COLLATE NOCASE)"], id="extra-index"
+        [SCHEMA, TOMBSTONES, "CREATE INDEX by_tenant ON tickets (tenant COLLATE NOCASE)"],
+        id="extra-index",
     ),
-    pytest.param([SCHEMA, "CREATE VIEW everything AS SELECT * FROM tickets"], id="extra-view"),
-    pytest.param([SCHEMA, "CREATE TABLE notes (body TEXT)"], id="extra-table"),
+    pytest.param(
+        [SCHEMA, TOMBSTONES, "CREATE VIEW everything AS SELECT * FROM tickets"], id="extra-view"
+    ),
+    pytest.param([SCHEMA, TOMBSTONES, "CREATE TABLE notes (body TEXT)"], id="extra-table"),
+    pytest.param([SCHEMA], id="no-tombstones"),
+    pytest.param(
+        [SCHEMA, TOMBSTONES.replace(" AND version >= 0", "")], id="tombstone-version-unchecked"
+    ),
 ]
 
 
@@ -76,7 +90,7 @@ def test_open_refuses_any_other_schema(tmp_path: Path, statements: list[str]) ->
 
 def test_the_exact_schema_opens(tmp_path: Path) -> None:
     path = tmp_path / "crafted.sqlite"
-    _craft(path, [SCHEMA])
+    _craft(path, [SCHEMA, TOMBSTONES])
     with SQLiteStore.open(path) as store:
         assert store.find("alpha", TicketFilter(), limit=None) == [
             {"id": "TKT-101", "title": "Login fails", "status": "open"}
@@ -88,7 +102,7 @@ def test_the_exact_schema_opens(tmp_path: Path) -> None:
 def test_open_refuses_text_stored_as_utf16(tmp_path: Path, encoding: str) -> None:
     # UTF-16 bytes do not sort in code-point order, so pages would come out of order.
     path = tmp_path / "crafted.sqlite"
-    _craft(path, [SCHEMA], encoding=encoding)
+    _craft(path, [SCHEMA, TOMBSTONES], encoding=encoding)
     with pytest.raises(StoreError) as raised:
         SQLiteStore.open(path)
     assert str(raised.value) == NOT_OURS.format(path=path) + "its text is not stored as UTF-8"
@@ -97,7 +111,9 @@ def test_open_refuses_text_stored_as_utf16(tmp_path: Path, encoding: str) -> Non
 def _stamped(
     *, application_id: int = APPLICATION_ID, version: int = SCHEMA_VERSION
 ) -> Callable[[Path], None]:
-    return lambda path: _craft(path, [SCHEMA], application_id=application_id, version=version)
+    return lambda path: _craft(
+        path, [SCHEMA, TOMBSTONES], application_id=application_id, version=version
+    )
 
 
 def _write_other_sqlite(path: Path) -> None:
@@ -140,15 +156,16 @@ OPEN_CASES = [
         id="other-sqlite-database",
     ),
     pytest.param(
-        _stamped(version=1),
+        _stamped(version=2),
         "schema",
-        NOT_OURS + "it was made by another version of ticket-tools",
-        id="schema-version-1",
+        NOT_OURS + "it has schema version 2; to migrate, import its records again "
+        "into a new file (ticket-tools import RECORDS --db NEW_FILE)",
+        id="schema-version-2",
     ),
     pytest.param(
-        _stamped(version=3),
+        _stamped(version=4),
         "schema",
-        NOT_OURS + "it was made by another version of ticket-tools",
+        NOT_OURS + "it was made by a newer version of ticket-tools",
         id="newer-schema-version",
     ),
     pytest.param(
@@ -217,7 +234,7 @@ def test_sqlite_itself_refuses_a_value_that_is_not_text() -> None:
     connection.execute(SCHEMA)
     with pytest.raises(sqlite3.IntegrityError) as raised:
         connection.execute(
-            "INSERT INTO tickets VALUES (?, ?, ?, ?)", ("alpha", "TKT-101", b"t", "open")
+            "INSERT INTO tickets VALUES (?, ?, ?, ?, 0)", ("alpha", "TKT-101", b"t", "open")
         )
     connection.close()
     assert store_error(raised.value, "db").args == ("cannot read db: SQLITE_CONSTRAINT_CHECK",)

@@ -63,6 +63,9 @@ def _fill(file: Path, rows: list[StoredRow], on_progress: Progress | None, targe
             connection.execute("PRAGMA journal_mode = OFF")
             connection.execute("PRAGMA synchronous = OFF")
             insert_rows(connection, rows, on_progress)
+            # Persistent in the file: readers then never wait for `apply`'s writes
+            # (docs/feed.md), and a reader's snapshot never blocks a writer.
+            connection.execute("PRAGMA journal_mode = WAL")
         finally:
             connection.close()
     except sqlite3.Error as error:
@@ -72,14 +75,14 @@ def _fill(file: Path, rows: list[StoredRow], on_progress: Progress | None, targe
 def insert_rows(
     connection: sqlite3.Connection, rows: list[StoredRow], on_progress: Progress | None
 ) -> None:
-    """Create the schema and insert every row in one transaction."""
+    """Create the schema and insert every row, at version 0, in one transaction."""
     connection.execute("BEGIN")
     create_schema(connection)
     # Key order makes every insert an append to the B-tree.
     rows.sort()
     for start in range(0, len(rows), IMPORT_BATCH):
         batch = rows[start : start + IMPORT_BATCH]
-        connection.executemany("INSERT INTO tickets VALUES (?, ?, ?, ?)", batch)
+        connection.executemany("INSERT INTO tickets VALUES (?, ?, ?, ?, 0)", batch)
         if on_progress is not None:
             on_progress(start + len(batch), len(rows))
     connection.execute("COMMIT")

@@ -10,21 +10,38 @@ from ticket_tools.store import StoreError
 # from any other SQLite file without guessing from table names.
 APPLICATION_ID = 0x544B5431  # "TKT1"
 # 2: the CHECK constraints, so that SQLite itself refuses a value that is not text.
-SCHEMA_VERSION = 2
+# 3: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
+SCHEMA_VERSION = 3
 
 # Only the three public fields are stored: internal fields are dropped at import,
 # so no query, bug or future column list can ever return them. WITHOUT ROWID makes
 # the (tenant, id) primary key the table itself: a page is one contiguous range.
 # Every column compares with SQLite's default BINARY collation (bytes): a tenant
 # declared COLLATE NOCASE would let session "ALPHA" read alpha's tickets.
+# `version` is the source's version of the ticket (0 from import, docs/feed.md).
 # SQLite keeps this text, as written, in sqlite_master; `check_schema` compares it.
 SCHEMA = """CREATE TABLE tickets (
     tenant TEXT NOT NULL CHECK (typeof(tenant) = 'text'),
     id TEXT NOT NULL CHECK (typeof(id) = 'text'),
     title TEXT NOT NULL CHECK (typeof(title) = 'text'),
     status TEXT NOT NULL CHECK (typeof(status) = 'text'),
+    version INTEGER NOT NULL CHECK (typeof(version) = 'integer' AND version >= 0),
     PRIMARY KEY (tenant, id)
 ) WITHOUT ROWID"""
+# A deleted ticket's key and the version of its delete, so that an older upsert
+# arriving later cannot bring it back. A table of its own, which no reader's
+# statement names: a tombstone cannot reach a reader, and a page is still one range
+# of the tickets key with no deleted rows to skip.
+TOMBSTONES = """CREATE TABLE tombstones (
+    tenant TEXT NOT NULL CHECK (typeof(tenant) = 'text'),
+    id TEXT NOT NULL CHECK (typeof(id) = 'text'),
+    version INTEGER NOT NULL CHECK (typeof(version) = 'integer' AND version >= 0),
+    PRIMARY KEY (tenant, id)
+) WITHOUT ROWID"""
+_OBJECTS = [
+    ("table", "tickets", "tickets", SCHEMA),
+    ("table", "tombstones", "tombstones", TOMBSTONES),
+]
 
 # sqlite3_errstr's wording for the failures a user can act on (SQLite's own text,
 # so never anything from the file); any other code is shown by its name alone.
@@ -44,25 +61,33 @@ def create_schema(connection: sqlite3.Connection) -> None:
     connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     connection.execute(SCHEMA)
+    connection.execute(TOMBSTONES)
 
 
 def check_schema(connection: sqlite3.Connection, source: str) -> None:
     """Raise StoreError("schema") unless the database is exactly what `create_schema` makes.
 
     Exactly: the header stamps, UTF-8 text (SQLite compares TEXT as stored bytes,
-    and only UTF-8 bytes order as Python orders str), and one object, the tickets
-    table, declared by the very text of SCHEMA: so no collation, type or
-    constraint can differ, and no index, view or trigger was added.
+    and only UTF-8 bytes order as Python orders str), and two objects, the tickets
+    and tombstones tables, declared by the very text of SCHEMA and TOMBSTONES: so no
+    collation, type or constraint can differ, and no index, view or trigger was added.
     """
-    objects = connection.execute("SELECT type, name, tbl_name, sql FROM sqlite_master").fetchall()
+    objects = connection.execute(
+        "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+    ).fetchall()
     problem = None
     if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
         problem = "it was not made by ticket-tools import"
-    elif connection.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-        problem = "it was made by another version of ticket-tools"
+    elif (found := connection.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:
+        problem = (
+            f"it has schema version {found}; to migrate, import its records again "
+            "into a new file (ticket-tools import RECORDS --db NEW_FILE)"
+        )
+    elif found != SCHEMA_VERSION:
+        problem = "it was made by a newer version of ticket-tools"
     elif connection.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
         problem = "its text is not stored as UTF-8"
-    elif objects != [("table", "tickets", "tickets", SCHEMA)]:
+    elif objects != _OBJECTS:
         problem = "its tables differ from the ones import creates"
     if problem is not None:
         raise StoreError(

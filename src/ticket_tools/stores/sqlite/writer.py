@@ -1,0 +1,134 @@
+"""SQLiteWriter: apply batches of feed changes to a ticket database, one transaction each."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+
+from ticket_tools.store import StoreError
+from ticket_tools.stores.feed import Change, Counts, Key, plan
+from ticket_tools.stores.sqlite.schema import check_schema, store_error
+
+# How long a batch waits for another writer's lock (a second `apply`) before failing.
+DEFAULT_BUSY_TIMEOUT = 5.0
+
+# A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
+_VERSION_SQL = (
+    "SELECT version FROM tickets WHERE tenant = ? AND id = ? "
+    "UNION ALL SELECT version FROM tombstones WHERE tenant = ? AND id = ?"
+)
+_UPSERT_SQL = (
+    "INSERT INTO tickets (tenant, id, title, status, version) VALUES (?, ?, ?, ?, ?) "
+    "ON CONFLICT (tenant, id) DO UPDATE SET "
+    "title = excluded.title, status = excluded.status, version = excluded.version"
+)
+_BURY_SQL = (
+    "INSERT INTO tombstones (tenant, id, version) VALUES (?, ?, ?) "
+    "ON CONFLICT (tenant, id) DO UPDATE SET version = excluded.version"
+)
+_DROP_TICKET_SQL = "DELETE FROM tickets WHERE tenant = ? AND id = ?"
+_DROP_TOMBSTONE_SQL = "DELETE FROM tombstones WHERE tenant = ? AND id = ?"
+
+
+class SQLiteWriter:
+    """One read-write connection to a ticket database; `apply` writes a batch atomically.
+
+    The database is switched to WAL (write-ahead logging) if it is not already, so
+    the server's readers never wait for a batch and always see the last commit.
+    """
+
+    def __init__(self, connection: sqlite3.Connection, source: str) -> None:
+        """Wrap an open read-write connection; check its schema and switch it to WAL."""
+        self._connection = connection
+        self._source = source
+        self._close = weakref.finalize(self, connection.close)
+        try:
+            check_schema(connection, source)
+            connection.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as error:
+            self.close()
+            raise store_error(error, source, "write") from None
+        except StoreError:
+            self.close()
+            raise
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, timeout: float = DEFAULT_BUSY_TIMEOUT
+    ) -> SQLiteWriter:
+        """Open an existing ticket database file for writing (never creates one)."""
+        path = Path(path)
+        if not path.exists():
+            raise StoreError("missing", f"no database at {path}")
+        if path.is_dir():
+            raise StoreError("unavailable", f"cannot write {path}: it is a folder")
+        try:
+            connection = sqlite3.connect(
+                path.resolve().as_uri() + "?mode=rw",
+                uri=True,
+                timeout=timeout,
+                isolation_level=None,
+            )
+        except sqlite3.Error as error:
+            raise store_error(error, str(path), "write") from None
+        return cls(connection, str(path))
+
+    def close(self) -> None:
+        """Close the connection; later batches raise StoreError."""
+        self._close()
+
+    def __enter__(self) -> SQLiteWriter:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def apply(self, changes: Sequence[Change]) -> Counts:
+        """Apply `changes` in one transaction: all of them, or none (on any error or interrupt).
+
+        Per key the highest version wins over the stored ticket or tombstone
+        (`feed.plan`); the counts say what each change did.
+        """
+        if not self._close.alive:
+            raise StoreError("unavailable", f"cannot write {self._source}: the writer is closed")
+        connection = self._connection
+        try:
+            # IMMEDIATE: the write lock is taken first, so no other writer can change a
+            # version between the read below and the writes.
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                stored = self._stored_versions({change.key for change in changes})
+                winners, counts = plan(changes, stored)
+                self._write(list(winners.values()))
+                connection.execute("COMMIT")
+            except BaseException:
+                # Also on KeyboardInterrupt: the batch is never half applied. SQLite
+                # may have rolled back already (a full disk): then there is nothing to undo.
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise store_error(error, self._source, "write") from None
+        return counts
+
+    def _stored_versions(self, keys: set[Key]) -> dict[Key, int]:
+        stored: dict[Key, int] = {}
+        for tenant, ticket_id in keys:
+            row = self._connection.execute(
+                _VERSION_SQL, (tenant, ticket_id, tenant, ticket_id)
+            ).fetchone()
+            if row is not None:
+                stored[(tenant, ticket_id)] = row[0]
+        return stored
+
+    def _write(self, winners: list[Change]) -> None:
+        upserts = [c for c in winners if c.op == "upsert"]
+        deletes = [c for c in winners if c.op == "delete"]
+        execute = self._connection.executemany
+        execute(_DROP_TOMBSTONE_SQL, [c.key for c in upserts])
+        execute(_UPSERT_SQL, [(c.tenant, c.id, c.title, c.status, c.version) for c in upserts])
+        execute(_DROP_TICKET_SQL, [c.key for c in deletes])
+        execute(_BURY_SQL, [(c.tenant, c.id, c.version) for c in deletes])

@@ -1,0 +1,234 @@
+"""SQLiteWriter: batches of feed changes, the version rule, tombstones, all or nothing."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ticket_tools import TicketFilter, fixture_records
+from ticket_tools.store import StoreError
+from ticket_tools.stores.feed import Change, Counts
+from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.store import SQLiteStore
+from ticket_tools.stores.sqlite.writer import SQLiteWriter
+
+Dump = tuple[list[tuple[object, ...]], list[tuple[object, ...]]]
+
+
+@pytest.fixture
+def database(tmp_path: Path) -> Path:
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, fixture_records())
+    return path
+
+
+def dump(path: Path) -> Dump:
+    """Return every ticket row and every tombstone, versions included, in key order."""
+    connection = sqlite3.connect(path)
+    try:
+        tickets = connection.execute("SELECT * FROM tickets ORDER BY tenant, id").fetchall()
+        tombstones = connection.execute("SELECT * FROM tombstones ORDER BY tenant, id").fetchall()
+    finally:
+        connection.close()
+    return tickets, tombstones
+
+
+def up(ticket_id: str, version: int, title: str = "t", tenant: str = "alpha") -> Change:
+    return Change("upsert", tenant, ticket_id, version, title, "open")
+
+
+def delete(ticket_id: str, version: int, tenant: str = "alpha") -> Change:
+    return Change("delete", tenant, ticket_id, version)
+
+
+def test_an_imported_database_is_in_wal_mode(database: Path) -> None:
+    connection = sqlite3.connect(database)
+    assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    connection.close()
+
+
+def test_the_version_rule_on_sqlite(database: Path) -> None:
+    with SQLiteWriter.open(database) as writer, SQLiteStore.open(database) as store:
+        # Imported tickets are at version 0: an upsert at 0 is stale.
+        assert writer.apply([up("TKT-101", 0, "old")]) == Counts(0, 0, 1)
+        assert writer.apply([up("TKT-101", 5, "Login works again")]) == Counts(1, 0, 0)
+        assert store.get("alpha", "TKT-101") == {
+            "id": "TKT-101",
+            "title": "Login works again",
+            "status": "open",
+        }
+        assert writer.apply([up("TKT-101", 3, "older")]) == Counts(0, 0, 1)
+        assert writer.apply([delete("TKT-102", 8)]) == Counts(0, 1, 0)
+        assert store.get("alpha", "TKT-102") is None
+        # The tombstone's version holds: an older upsert does not bring it back.
+        assert writer.apply([up("TKT-102", 7), delete("TKT-102", 8)]) == Counts(0, 0, 2)
+        assert store.get("alpha", "TKT-102") is None
+        assert writer.apply([up("TKT-102", 9, "back")]) == Counts(1, 0, 0)
+        assert store.get("alpha", "TKT-102") == {"id": "TKT-102", "title": "back", "status": "open"}
+    tickets, tombstones = dump(database)
+    assert tickets[:2] == [
+        ("alpha", "TKT-101", "Login works again", "open", 5),
+        ("alpha", "TKT-102", "back", "open", 9),
+    ]
+    assert tombstones == []
+
+
+def test_a_delete_of_an_unknown_key_leaves_a_tombstone(database: Path) -> None:
+    with SQLiteWriter.open(database) as writer:
+        assert writer.apply([delete("TKT-999", 4, "gamma")]) == Counts(0, 1, 0)
+        assert writer.apply([up("TKT-999", 3, tenant="gamma")]) == Counts(0, 0, 1)
+        assert writer.apply([delete("TKT-999", 6, "gamma")]) == Counts(0, 1, 0)
+    assert dump(database)[1] == [("gamma", "TKT-999", 6)]
+
+
+def test_tombstones_never_reach_a_reader(database: Path) -> None:
+    with SQLiteWriter.open(database) as writer:
+        writer.apply([delete(f"TKT-{n}", 1) for n in (101, 102, 104, 107, 110, 112, 115)])
+    with SQLiteStore.open(database) as store:
+        assert store.find("alpha", TicketFilter(), limit=None) == []
+        assert store.get("alpha", "TKT-101") is None
+        assert store.find("beta", TicketFilter(), limit=1) == [
+            {"id": "TKT-103", "title": "Refund not received", "status": "open"}
+        ]
+
+
+def test_replaying_a_batch_changes_nothing(database: Path) -> None:
+    batch = [up("TKT-101", 4), delete("TKT-102", 2), up("TKT-120", 1, "new"), up("TKT-101", 3)]
+    with SQLiteWriter.open(database) as writer:
+        assert writer.apply(batch) == Counts(2, 1, 1)
+        after = dump(database)
+        assert writer.apply(batch) == Counts(0, 0, 4)
+    assert dump(database) == after
+
+
+def test_a_failing_batch_writes_nothing(database: Path) -> None:
+    before = dump(database)
+    # A value the schema's CHECK refuses, after a valid change in the same batch.
+    broken = Change("upsert", "alpha", "TKT-121", 1, b"not text", "open")  # type: ignore[arg-type]
+    with SQLiteWriter.open(database) as writer:
+        with pytest.raises(StoreError) as raised:
+            writer.apply([up("TKT-120", 1), broken])
+        assert (raised.value.reason, str(raised.value)) == (
+            "unavailable",
+            f"cannot write {database}: SQLITE_CONSTRAINT_CHECK",
+        )
+        assert dump(database) == before
+        # The writer is usable afterwards.
+        assert writer.apply([up("TKT-120", 1)]) == Counts(1, 0, 0)
+
+
+def test_an_interrupted_batch_is_rolled_back(
+    database: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = dump(database)
+    write = SQLiteWriter._write
+
+    def write_then_interrupt(self: SQLiteWriter, winners: list[Change]) -> None:
+        write(self, winners)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SQLiteWriter, "_write", write_then_interrupt)
+    with SQLiteWriter.open(database) as writer, pytest.raises(KeyboardInterrupt):
+        writer.apply([up("TKT-101", 1), delete("TKT-102", 1)])
+    assert dump(database) == before
+
+
+def test_a_full_disk_fails_the_batch_whole(database: Path) -> None:
+    before = dump(database)
+    with SQLiteWriter.open(database) as writer:
+        writer._connection.execute("PRAGMA max_page_count = 3")  # the file is 3 pages now
+        big = [up(f"TKT-{n}", 1, "x" * 3000) for n in range(200, 300)]
+        with pytest.raises(StoreError) as raised:
+            writer.apply(big)
+    assert str(raised.value) == f"cannot write {database}: database or disk is full (SQLITE_FULL)"
+    assert dump(database) == before
+
+
+def test_a_second_writer_waits_then_fails_as_locked(database: Path) -> None:
+    with SQLiteWriter.open(database) as first, SQLiteWriter.open(database, timeout=0) as second:
+        first._connection.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreError) as raised:
+            second.apply([up("TKT-101", 1)])
+        first._connection.execute("ROLLBACK")
+        assert raised.value.reason == "locked"
+        assert second.apply([up("TKT-101", 1)]) == Counts(1, 0, 0)
+
+
+def test_open_switches_a_rollback_journal_database_to_wal(database: Path) -> None:
+    connection = sqlite3.connect(database)
+    connection.execute("PRAGMA journal_mode = DELETE")
+    connection.close()
+    with SQLiteWriter.open(database):
+        pass
+    connection = sqlite3.connect(database)
+    assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    connection.close()
+
+
+def _socket(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
+
+
+def _old_schema(path: Path) -> None:
+    write_database(path, fixture_records())
+    connection = sqlite3.connect(path)
+    connection.execute("PRAGMA user_version = 2")
+    connection.close()
+
+
+@pytest.mark.parametrize(
+    ("make", "reason", "message"),
+    [
+        pytest.param(lambda path: None, "missing", "no database at {path}", id="missing"),
+        pytest.param(Path.mkdir, "unavailable", "cannot write {path}: it is a folder", id="dir"),
+        pytest.param(
+            _socket,
+            "unavailable",
+            "cannot write {path}: unable to open database file (SQLITE_CANTOPEN)",
+            id="socket",
+        ),
+        pytest.param(
+            _old_schema,
+            "schema",
+            "{path} is not a ticket database of schema version 3: it has schema version 2; "
+            "to migrate, import its records again into a new file "
+            "(ticket-tools import RECORDS --db NEW_FILE)",
+            id="schema-version-2",
+        ),
+    ],
+)
+def test_open_refuses(tmp_path: Path, make: object, reason: str, message: str) -> None:
+    path = tmp_path / "tickets.sqlite"
+    make(path)  # type: ignore[operator]
+    with pytest.raises(StoreError) as raised:
+        SQLiteWriter.open(path)
+    assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
+
+
+def test_open_refuses_a_locked_database(database: Path) -> None:
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("PRAGMA locking_mode = EXCLUSIVE")
+    holder.execute("BEGIN EXCLUSIVE")
+    with pytest.raises(StoreError) as raised:
+        SQLiteWriter.open(database, timeout=0)
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert (raised.value.reason, str(raised.value)) == (
+        "locked",
+        f"{database} is locked by another connection; try again",
+    )
+
+
+def test_a_closed_writer_says_so(database: Path) -> None:
+    writer = SQLiteWriter.open(database)
+    writer.close()
+    with pytest.raises(StoreError) as raised:
+        writer.apply([up("TKT-101", 1)])
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot write {database}: the writer is closed",
+    )
