@@ -135,7 +135,7 @@ def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFacto
         if not owner or owner[0].closed:
             owner[:] = [psycopg.connect(postgres_database.owner)]
         with owner[0].transaction():
-            owner[0].execute("TRUNCATE tickets")
+            owner[0].execute("TRUNCATE tickets, tombstones")
             import_records(owner[0], records)
 
     def make(records: Records) -> TicketStore:

@@ -200,9 +200,16 @@ SCHEMA_DAMAGE = [
         ("CREATE POLICY everything ON tickets USING (true)",), id="a-second-permissive-policy"
     ),
     pytest.param(
-        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 2'",), id="v2"
+        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 3'",), id="v3"
     ),
     pytest.param(("ALTER TABLE tickets ADD COLUMN notes text",), id="an-extra-column"),
+    pytest.param(("DROP TABLE tombstones",), id="no-tombstones"),
+    pytest.param(
+        ("ALTER TABLE tombstones NO FORCE ROW LEVEL SECURITY",), id="tombstones-not-forced"
+    ),
+    pytest.param(
+        ("ALTER TABLE tickets DROP CONSTRAINT tickets_version_check",), id="version-unchecked"
+    ),
 ]
 
 
@@ -219,8 +226,8 @@ def test_open_refuses_a_database_without_the_schema(
         PostgresStore.open(dsn)
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
-        f"{describe(dsn)} has no ticket-tools tickets table (schema version 1) "
-        "with its row-level security forced",
+        f"{describe(dsn)} has no ticket-tools tickets and tombstones tables "
+        "(schema version 2) with their row-level security forced",
     )
 
 
@@ -512,17 +519,19 @@ def test_import_keeps_only_the_public_fields_and_pythons_lowercase(
             "Login fails after password reset",
             "open",
             "login fails after password reset",
+            0,
         ),
-        ("alpha", "TKT-102", "CSV export times out", "closed", "csv export times out"),
-        ("alpha", "TKT-104", "Settings crash", "open", "settings crash"),
-        ("alpha", "TKT-107", "Login page slow on mobile", "open", "login page slow on mobile"),
-        ("alpha", "TKT-110", "Invoice PDF missing logo", "closed", "invoice pdf missing logo"),
+        ("alpha", "TKT-102", "CSV export times out", "closed", "csv export times out", 0),
+        ("alpha", "TKT-104", "Settings crash", "open", "settings crash", 0),
+        ("alpha", "TKT-107", "Login page slow on mobile", "open", "login page slow on mobile", 0),
+        ("alpha", "TKT-110", "Invoice PDF missing logo", "closed", "invoice pdf missing logo", 0),
         (
             "alpha",
             "TKT-112",
             "Settings page shows wrong time zone",
             "open",
             "settings page shows wrong time zone",
+            0,
         ),
         (
             "alpha",
@@ -530,10 +539,18 @@ def test_import_keeps_only_the_public_fields_and_pythons_lowercase(
             "Password reset email delayed",
             "closed",
             "password reset email delayed",
+            0,
         ),
-        ("beta", "TKT-103", "Refund not received", "open", "refund not received"),
-        ("beta", "TKT-104", "Private billing issue", "closed", "private billing issue"),
-        ("beta", "TKT-108", "Login fails after SSO change", "open", "login fails after sso change"),
+        ("beta", "TKT-103", "Refund not received", "open", "refund not received", 0),
+        ("beta", "TKT-104", "Private billing issue", "closed", "private billing issue", 0),
+        (
+            "beta",
+            "TKT-108",
+            "Login fails after SSO change",
+            "open",
+            "login fails after sso change",
+            0,
+        ),
     ]
 
 
@@ -560,7 +577,7 @@ def test_import_refuses_a_table_that_holds_tickets(
     import_dsn(dsn, {"gamma:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"}})
     with pytest.raises(TableNotEmptyError) as raised:
         import_dsn(dsn, fixture_records())
-    assert str(raised.value) == "the tickets table already holds tickets"
+    assert str(raised.value) == "the tickets table already holds tickets or tombstones"
     assert _table(database, scratch) == [("gamma", "TKT-001")]
 
 
@@ -593,8 +610,8 @@ def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, sc
         import_dsn(dsn, fixture_records())
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
-        f"{describe(dsn)} has no ticket-tools tickets table (schema version 1) "
-        "with its row-level security forced",
+        f"{describe(dsn)} has no ticket-tools tickets and tombstones tables "
+        "(schema version 2) with their row-level security forced",
     )
 
 

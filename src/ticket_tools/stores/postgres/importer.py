@@ -22,7 +22,7 @@ IMPORT_BATCH = 10_000
 
 
 class TableNotEmptyError(Exception):
-    """An import into a tickets table that already holds tickets (imports never merge)."""
+    """An import into a table that holds tickets or tombstones (imports never merge)."""
 
 
 def import_records(
@@ -32,7 +32,9 @@ def import_records(
     grant_to: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> int:
-    """Copy `records` into an empty `tickets` table (created if absent); return the count.
+    """Copy `records` into an empty `tickets` table (created if absent) at version 0.
+
+    Returns the count.
 
     Run as the table's owner. Everything happens in one transaction (a savepoint if
     one is open): on any failure nothing is written. `grant_to` names the reader role
@@ -48,17 +50,22 @@ def import_records(
         # Under FORCE the owner, too, sees only app.tenant's rows and may insert no
         # other: lift it for this transaction only. ALTER TABLE holds an ACCESS
         # EXCLUSIVE lock until commit, so no other session ever sees the table unforced.
-        connection.execute("ALTER TABLE tickets NO FORCE ROW LEVEL SECURITY")
-        if connection.execute("SELECT EXISTS (SELECT FROM tickets)").fetchone() == (True,):
-            raise TableNotEmptyError("the tickets table already holds tickets")
+        # Tombstones too: a version-0 ticket beside a key's tombstone would break the
+        # rule that a key is a ticket or a tombstone, never both.
+        for table in ("tickets", "tombstones"):
+            connection.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
+        held = "SELECT EXISTS (SELECT FROM tickets) OR EXISTS (SELECT FROM tombstones)"
+        if connection.execute(held).fetchone() == (True,):
+            raise TableNotEmptyError("the tickets table already holds tickets or tombstones")
         with connection.cursor().copy(
-            "COPY tickets (tenant, id, title, status, title_lower) FROM STDIN"
+            "COPY tickets (tenant, id, title, status, title_lower, version) FROM STDIN"
         ) as copy:
             for done, (tenant, ticket_id, title, status) in enumerate(rows, start=1):
-                copy.write_row((tenant, ticket_id, title, status, title.lower()))
+                copy.write_row((tenant, ticket_id, title, status, title.lower(), 0))
                 if on_progress is not None and (done % IMPORT_BATCH == 0 or done == len(rows)):
                     on_progress(done, len(rows))
-        connection.execute("ALTER TABLE tickets FORCE ROW LEVEL SECURITY")
+        for table in ("tickets", "tombstones"):
+            connection.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
         connection.execute("ANALYZE tickets")
         if grant_to is not None:
             grant = sql.SQL("GRANT SELECT ON tickets TO {}").format(sql.Identifier(grant_to))

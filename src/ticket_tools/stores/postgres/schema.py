@@ -13,15 +13,18 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ticket_tools.store import StoreError
 
-SCHEMA_VERSION = 1
+# 2: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
+SCHEMA_VERSION = 2
 
 # The table comment is the schema's version stamp, read back by `check_schema`.
 _COMMENT = f"ticket-tools tickets, schema version {SCHEMA_VERSION}"
+_TOMBSTONES_COMMENT = f"ticket-tools tombstones, schema version {SCHEMA_VERSION}"
 # COLLATE "C" compares text by code point, exactly as Python compares str: the key
 # order, `id > cursor` and ORDER BY id all agree with the dict store. `title_lower` holds
 # Python's title.lower(), computed at import: PostgreSQL's lower() differs from it
-# ('İ', final sigma), so the text filter never calls it. Only the public fields are
-# stored: internal fields are dropped at import.
+# ('İ', final sigma), so the text filter never calls it (the writer recomputes it on
+# every upsert). Only the public fields are stored: internal fields are dropped at import.
+# `version` is the change feed's version of the ticket (0 from import, docs/feed.md).
 _CREATE_TABLE = """
 CREATE TABLE tickets (
     tenant text COLLATE "C" NOT NULL,
@@ -29,20 +32,50 @@ CREATE TABLE tickets (
     title text COLLATE "C" NOT NULL,
     status text COLLATE "C" NOT NULL,
     title_lower text COLLATE "C" NOT NULL,
+    version bigint NOT NULL CHECK (version >= 0),
+    PRIMARY KEY (tenant, id)
+)
+"""
+# Deleted tickets' keys, with their delete's version, so that an older upsert arriving
+# later cannot bring a ticket back. A table of its own rather than a flag on tickets:
+# the reader's statements, grant, policy and page plan stay exactly as they were, and
+# a page never skips deleted rows. The reader is granted nothing on it, and it has the
+# same forced policy, so even a role granted it by mistake sees one tenant's keys at most.
+_CREATE_TOMBSTONES = """
+CREATE TABLE tombstones (
+    tenant text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL,
+    version bigint NOT NULL CHECK (version >= 0),
     PRIMARY KEY (tenant, id)
 )
 """
 _POLICY = "tickets_tenant"
-_CREATE_POLICY = (
-    f"CREATE POLICY {_POLICY} ON tickets USING (tenant = current_setting('app.tenant', true))"
-)
+_TOMBSTONES_POLICY = "tombstones_tenant"
+_TENANT_RULE = "USING (tenant = current_setting('app.tenant', true))"
 CREATE_SCHEMA = (
     _CREATE_TABLE,
     "ALTER TABLE tickets ENABLE ROW LEVEL SECURITY",
-    _CREATE_POLICY,
+    f"CREATE POLICY {_POLICY} ON tickets {_TENANT_RULE}",
+    f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
+    _CREATE_TOMBSTONES,
+    "ALTER TABLE tombstones ENABLE ROW LEVEL SECURITY",
+    "ALTER TABLE tombstones FORCE ROW LEVEL SECURITY",
+    f"CREATE POLICY {_TOMBSTONES_POLICY} ON tombstones {_TENANT_RULE}",
+    f"COMMENT ON TABLE tombstones IS '{_TOMBSTONES_COMMENT}'",
+)
+"""The statements that create both tables, their policies and their version stamps.
+
+The import forces the tickets policy itself, after copying (docs/postgres.md).
+"""
+
+MIGRATE_FROM_1 = (
+    "ALTER TABLE tickets ADD COLUMN version bigint NOT NULL DEFAULT 0 CHECK (version >= 0)",
+    "ALTER TABLE tickets ALTER COLUMN version DROP DEFAULT",
+    *CREATE_SCHEMA[4:],
     f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
 )
-"""The statements that create the tickets table, its forced policy and its version stamp."""
+"""What turns a schema version 1 database into this version, run as the owner in one
+transaction: every ticket gets version 0, as if imported (docs/postgres.md)."""
 
 # One row describing the table as the catalog sees it, or no row without a table.
 _SCHEMA_SQL = """
@@ -71,15 +104,34 @@ SELECT
         FROM pg_policy p WHERE p.polrelid = c.oid ORDER BY p.polname
     )
 FROM pg_class c
-WHERE c.oid = to_regclass('tickets')
+WHERE c.oid = to_regclass(%s)
 """
-_COLUMNS = [
-    f"{name} text C NOT NULL" for name in ("tenant", "id", "title", "status", "title_lower")
-]
-_CONSTRAINTS = ["PRIMARY KEY (tenant, id)"]
-# Exactly one policy, for every command and every role: another permissive policy
+_KEY = ["tenant text C NOT NULL", "id text C NOT NULL"]
+_VERSION = ["version bigint  NOT NULL"]
+_TEXT = [f"{name} text C NOT NULL" for name in ("title", "status", "title_lower")]
+_CONSTRAINTS = ["PRIMARY KEY (tenant, id)", "CHECK ((version >= 0))"]
+_TENANT_QUAL = "(tenant = current_setting('app.tenant'::text, true))"
+# Per table: its comment, RLS enabled and forced, its columns, constraints and policies.
+# Exactly one policy each, for every command and every role: another permissive policy
 # would widen what a connection sees, so any other set of policies is refused.
-_POLICIES = [f"{_POLICY} * true {{0}} (tenant = current_setting('app.tenant'::text, true))"]
+_EXPECTED = {
+    "tickets": (
+        _COMMENT,
+        True,
+        True,
+        _KEY + _TEXT + _VERSION,
+        _CONSTRAINTS,
+        [f"{_POLICY} * true {{0}} {_TENANT_QUAL}"],
+    ),
+    "tombstones": (
+        _TOMBSTONES_COMMENT,
+        True,
+        True,
+        _KEY + _VERSION,
+        _CONSTRAINTS,
+        [f"{_TOMBSTONES_POLICY} * true {{0}} {_TENANT_QUAL}"],
+    ),
+}
 
 # Whether the connection's roles could skip the policy: a superuser, a BYPASSRLS role,
 # or the table's owner, or a member of any of these (who could SET ROLE to it). Both
@@ -119,15 +171,25 @@ def check_connection(connection: psycopg.Connection, source: str) -> None:
 
 
 def check_schema(connection: psycopg.Connection, source: str) -> None:
-    """Raise StoreError("schema") unless `tickets` is this schema version, policy forced."""
-    found = connection.execute(_SCHEMA_SQL).fetchone()
-    expected = (_COMMENT, True, True, _COLUMNS, _CONSTRAINTS, _POLICIES)
-    if found != expected:
+    """Raise StoreError("schema") unless both tables are this schema version, policies forced.
+
+    A database of an older version is refused with what migrates it.
+    """
+    found = {table: connection.execute(_SCHEMA_SQL, (table,)).fetchone() for table in _EXPECTED}
+    if found == _EXPECTED:
+        return
+    tickets = found["tickets"]
+    if tickets is not None and tickets[0] == "ticket-tools tickets, schema version 1":
         raise StoreError(
             "schema",
-            f"{source} has no ticket-tools tickets table (schema version {SCHEMA_VERSION}) "
-            "with its row-level security forced",
+            f"{source} has schema version 1; to migrate, run docs/postgres.md's "
+            "migration statements as the table's owner",
         )
+    raise StoreError(
+        "schema",
+        f"{source} has no ticket-tools tickets and tombstones tables "
+        f"(schema version {SCHEMA_VERSION}) with their row-level security forced",
+    )
 
 
 def describe(dsn: str) -> str:

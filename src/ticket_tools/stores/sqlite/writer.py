@@ -86,6 +86,10 @@ class SQLiteWriter:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @staticmethod
+    def check(change: Change) -> None:
+        """Accept any change: SQLite stores any text (a NUL included), as import does."""
+
     def apply(self, changes: Sequence[Change]) -> Counts:
         """Apply `changes` in one transaction: all of them, or none (on any error or interrupt).
 

@@ -1,0 +1,252 @@
+"""PostgresWriter: the version rule under forced row-level security, all or nothing per batch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from conftest import OWNER, READER, PostgresDatabase
+from ticket_tools import TicketFilter, fixture_records
+from ticket_tools.store import StoreError
+from ticket_tools.stores.feed import Change, Counts, FeedError
+from ticket_tools.stores.postgres import writer as postgres_writer
+from ticket_tools.stores.postgres.importer import import_records
+from ticket_tools.stores.postgres.schema import MIGRATE_FROM_1, describe
+from ticket_tools.stores.postgres.store import PostgresStore
+from ticket_tools.stores.postgres.writer import PostgresWriter
+
+Dump = tuple[list[tuple[object, ...]], list[tuple[object, ...]]]
+
+
+def up(ticket_id: str, version: int, title: str = "t", tenant: str = "alpha") -> Change:
+    return Change("upsert", tenant, ticket_id, version, title, "open")
+
+
+def delete(ticket_id: str, version: int, tenant: str = "alpha") -> Change:
+    return Change("delete", tenant, ticket_id, version)
+
+
+@pytest.fixture
+def dsns(postgres_database: PostgresDatabase, scratch: str) -> dict[str, str]:
+    """The scratch database holding the fixture tickets: each role's DSN."""
+    cluster = postgres_database.cluster
+    owner = cluster.dsn(OWNER, scratch)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, fixture_records(), grant_to=READER)
+    return {
+        "owner": owner,
+        "reader": cluster.dsn(READER, scratch),
+        "super": cluster.dsn("postgres", scratch),
+    }
+
+
+@pytest.fixture
+def writer(dsns: dict[str, str]) -> Iterator[PostgresWriter]:
+    with PostgresWriter.open(dsns["owner"]) as opened:
+        yield opened
+
+
+@pytest.fixture
+def store(dsns: dict[str, str]) -> Iterator[PostgresStore]:
+    with PostgresStore.open(dsns["reader"]) as opened:
+        yield opened
+
+
+def dump(dsn: str) -> Dump:
+    """Every row of both tables, versions and lowered titles included (as a superuser)."""
+    with psycopg.connect(dsn) as connection:
+        tickets = connection.execute("SELECT * FROM tickets ORDER BY tenant, id").fetchall()
+        tombstones = connection.execute("SELECT * FROM tombstones ORDER BY tenant, id").fetchall()
+    return tickets, tombstones
+
+
+def test_the_version_rule_on_postgres(writer: PostgresWriter, store: PostgresStore) -> None:
+    assert writer.apply([up("TKT-101", 0, "old")]) == Counts(0, 0, 1)
+    assert writer.apply([up("TKT-101", 5, "Login WORKS again")]) == Counts(1, 0, 0)
+    assert store.get("alpha", "TKT-101") == {
+        "id": "TKT-101",
+        "title": "Login WORKS again",
+        "status": "open",
+    }
+    assert writer.apply([up("TKT-101", 3, "older")]) == Counts(0, 0, 1)
+    assert writer.apply([delete("TKT-102", 8)]) == Counts(0, 1, 0)
+    assert store.get("alpha", "TKT-102") is None
+    assert writer.apply([up("TKT-102", 7), delete("TKT-102", 8)]) == Counts(0, 0, 2)
+    assert store.get("alpha", "TKT-102") is None
+    assert writer.apply([up("TKT-102", 9, "back")]) == Counts(1, 0, 0)
+    assert store.get("alpha", "TKT-102") == {"id": "TKT-102", "title": "back", "status": "open"}
+
+
+def test_the_lowered_title_follows_every_title_change(
+    writer: PostgresWriter, store: PostgresStore, dsns: dict[str, str]
+) -> None:
+    writer.apply([up("TKT-101", 1, "VPN drops HOURLY")])
+    assert store.find("alpha", TicketFilter(text="hourly"), limit=None) == [
+        {"id": "TKT-101", "title": "VPN drops HOURLY", "status": "open"}
+    ]
+    # The old title's words no longer match; Python's lowering, not PostgreSQL's.
+    assert store.find("alpha", TicketFilter(text="password reset"), limit=None) == [
+        {"id": "TKT-115", "title": "Password reset email delayed", "status": "closed"}
+    ]
+    writer.apply([up("TKT-101", 2, "İstanbul")])
+    assert store.find("alpha", TicketFilter(text="i̇stanbul"), limit=None) == [
+        {"id": "TKT-101", "title": "İstanbul", "status": "open"}
+    ]
+    assert dump(dsns["super"])[0][0] == ("alpha", "TKT-101", "İstanbul", "open", "i̇stanbul", 2)
+
+
+def test_batches_across_tenants_and_replays(writer: PostgresWriter, dsns: dict[str, str]) -> None:
+    batch = [
+        up("TKT-101", 4),
+        delete("TKT-103", 2, "beta"),
+        up("TKT-120", 1, "new", "gamma"),
+        up("TKT-101", 3),
+        delete("TKT-999", 5, "delta"),
+    ]
+    assert writer.apply(batch) == Counts(2, 2, 1)
+    after = dump(dsns["super"])
+    assert after[1] == [("beta", "TKT-103", 2), ("delta", "TKT-999", 5)]
+    assert ("gamma", "TKT-120", "new", "open", "new", 1) in after[0]
+    assert writer.apply(batch) == Counts(0, 0, 5)
+    assert dump(dsns["super"]) == after
+    assert writer.apply([]) == Counts()
+
+
+def test_a_failing_batch_writes_nothing(writer: PostgresWriter, dsns: dict[str, str]) -> None:
+    before = dump(dsns["super"])
+    # NUL: PostgreSQL refuses it (apply's check says so first; here it is skipped).
+    broken = up("TKT-121", 1, "a\x00b")
+    with pytest.raises(StoreError) as raised:
+        writer.apply([up("TKT-120", 1), delete("TKT-101", 1), broken])
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot write {describe(dsns['owner'])} (DataError)",
+    )
+    assert dump(dsns["super"]) == before
+    assert writer.apply([up("TKT-120", 1)]) == Counts(1, 0, 0)
+
+
+def test_check_refuses_nul(writer: PostgresWriter) -> None:
+    writer.check(up("TKT-101", 1))
+    with pytest.raises(FeedError) as raised:
+        writer.check(up("TKT-101", 1, "a\x00b"))
+    assert str(raised.value) == "PostgreSQL text cannot hold a NUL character"
+
+
+def test_an_interrupted_batch_is_rolled_back(
+    writer: PostgresWriter, dsns: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = dump(dsns["super"])
+    write = PostgresWriter._write
+
+    def write_then_interrupt(self: PostgresWriter, tenant: str, winners: list[Change]) -> None:
+        write(self, tenant, winners)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(PostgresWriter, "_write", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        writer.apply([up("TKT-101", 1), delete("TKT-102", 1)])
+    assert dump(dsns["super"]) == before
+
+
+def test_the_readers_policy_is_unchanged_and_tombstones_are_not_granted(
+    writer: PostgresWriter, dsns: dict[str, str]
+) -> None:
+    writer.apply([delete("TKT-101", 1)])
+    with psycopg.connect(dsns["reader"]) as reader:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.execute("SELECT * FROM tombstones")
+        reader.rollback()
+        assert reader.execute("SELECT count(*) FROM tickets").fetchone() == (0,)
+
+
+def test_open_refuses_the_reader(dsns: dict[str, str]) -> None:
+    with pytest.raises(StoreError) as raised:
+        PostgresWriter.open(dsns["reader"])
+    assert (raised.value.reason, str(raised.value)) == (
+        "privileged",
+        f"{describe(dsns['reader'])} connects as a role that cannot write the tickets and "
+        "tombstones tables; connect as their owner or the writer role",
+    )
+
+
+def test_a_writer_role_as_the_docs_define_it(
+    dsns: dict[str, str], postgres_database: PostgresDatabase
+) -> None:
+    # docs/postgres.md: a role granted the four privileges on both tables, not the owner.
+    with psycopg.connect(dsns["super"], autocommit=True) as connection:
+        connection.execute("DROP ROLE IF EXISTS ticket_writer")
+        connection.execute("CREATE ROLE ticket_writer LOGIN")
+        connection.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones TO ticket_writer"
+        )
+    dsn = dsns["owner"].replace(f"user={OWNER}", "user=ticket_writer")
+    try:
+        with PostgresWriter.open(dsn) as writer:
+            assert writer.apply([up("TKT-101", 3), delete("TKT-102", 3)]) == Counts(1, 1, 0)
+    finally:
+        with psycopg.connect(dsns["super"], autocommit=True) as connection:
+            connection.execute("REVOKE ALL ON tickets, tombstones FROM ticket_writer")
+            connection.execute("DROP ROLE ticket_writer")
+
+
+def test_open_refuses_a_schema_version_1_database_and_the_migration_fixes_it(
+    dsns: dict[str, str],
+) -> None:
+    with psycopg.connect(dsns["owner"]) as connection:
+        connection.execute("DROP TABLE tombstones")
+        connection.execute("ALTER TABLE tickets DROP COLUMN version")
+        connection.execute("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 1'")
+    message = (
+        f"{describe(dsns['owner'])} has schema version 1; to migrate, run docs/postgres.md's "
+        "migration statements as the table's owner"
+    )
+    for opener in (PostgresWriter.open, PostgresStore.open):
+        with pytest.raises(StoreError) as raised:
+            opener(dsns["owner"] if opener is PostgresWriter.open else dsns["reader"])
+        assert raised.value.reason == "schema"
+    assert str(raised.value) == message.replace(describe(dsns["owner"]), describe(dsns["reader"]))
+    with psycopg.connect(dsns["owner"]) as connection:
+        for statement in MIGRATE_FROM_1:
+            connection.execute(statement)
+    with PostgresWriter.open(dsns["owner"]) as writer:
+        assert writer.apply([up("TKT-101", 0), up("TKT-102", 1)]) == Counts(1, 0, 1)
+    with PostgresStore.open(dsns["reader"]) as store:
+        assert store.get("alpha", "TKT-102") == {"id": "TKT-102", "title": "t", "status": "open"}
+
+
+def test_open_refuses_what_it_cannot_reach(postgres_database: PostgresDatabase) -> None:
+    dsn = postgres_database.cluster.dsn(OWNER, "no_such_database")
+    with pytest.raises(StoreError) as raised:
+        PostgresWriter.open(dsn, timeout=1)
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot connect to {describe(dsn)} (OperationalError)",
+    )
+
+
+def test_open_on_a_database_without_tables(
+    postgres_database: PostgresDatabase, monkeypatch: pytest.MonkeyPatch, scratch: str
+) -> None:
+    dsn = postgres_database.cluster.dsn(OWNER, scratch)  # an empty database
+    with pytest.raises(StoreError) as raised:
+        PostgresWriter.open(dsn)
+    assert raised.value.reason == "schema"
+    # A fault while checking (here a missing table the check itself reads) is classified too.
+    monkeypatch.setattr(postgres_writer, "check_schema", lambda connection, source: None)
+    with pytest.raises(StoreError) as raised:
+        PostgresWriter.open(dsn)
+    assert (raised.value.reason, str(raised.value)) == (
+        "schema",
+        f"{describe(dsn)} is not a ticket-tools database",
+    )
+
+
+def test_a_closed_writer_says_so(dsns: dict[str, str]) -> None:
+    writer = PostgresWriter.open(dsns["owner"])
+    writer.close()
+    with pytest.raises(StoreError) as raised:
+        writer.apply([up("TKT-101", 1)])
+    assert str(raised.value) == f"cannot write {describe(dsns['owner'])}: the writer is closed"
