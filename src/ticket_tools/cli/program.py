@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ticket_tools.cli import serve, stores, tools
+from ticket_tools.cli import apply, serve, stores, tools
 from ticket_tools.cli.command import CommandError, Family, Parser
 from ticket_tools.store import StoreError
 
@@ -18,6 +18,7 @@ FAMILIES: tuple[Family, ...] = (
     tools.add_commands,  # acceptance, call, declarations
     serve.add_commands,  # serve stdio, serve http
     stores.add_commands,  # import
+    apply.add_commands,  # apply
 )
 
 # What a shell reports for a process stopped by SIGINT (Ctrl-C) or SIGPIPE: 128 + signal.

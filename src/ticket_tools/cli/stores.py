@@ -61,10 +61,10 @@ def open_store(options: argparse.Namespace) -> Records | TicketStore:
         return SQLiteStore.open(options.db)
     if options.records is not None:
         return _load_records(options.records)
-    dsn = _postgres_dsn(options)
+    dsn = postgres_dsn(options)
     if dsn is None:
         return fixture_records()
-    _require_postgres()
+    require_postgres()
     from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
 
     return PostgresStore.open(dsn)
@@ -98,12 +98,14 @@ def add_commands(commands: Commands) -> None:
     load.set_defaults(run=_run_import)
 
 
-def _postgres_dsn(options: argparse.Namespace) -> str | None:
+def postgres_dsn(options: argparse.Namespace) -> str | None:
+    """Return --postgres, else $TICKET_TOOLS_POSTGRES, else None."""
     dsn: str | None = options.postgres or os.environ.get(POSTGRES_ENV) or None
     return dsn
 
 
-def _require_postgres() -> None:
+def require_postgres() -> None:
+    """Raise CommandError saying how to install the postgres extra, if it is missing."""
     # Asked before importing the PostgreSQL store: psycopg is an optional extra, and
     # the core never needs it.
     if (
@@ -124,7 +126,7 @@ def _load_records(path: Path) -> Records:
 
 
 def _run_import(options: argparse.Namespace) -> int:
-    dsn = None if options.db is not None else _postgres_dsn(options)
+    dsn = None if options.db is not None else postgres_dsn(options)
     if dsn is None and options.db is None:
         raise CommandError(f"import needs --db FILE or --postgres DSN (or ${POSTGRES_ENV})")
     if dsn is None and options.grant_to is not None:
@@ -163,7 +165,7 @@ def _sqlite_importer(path: Path) -> Importer:
 
 
 def _postgres_importer(dsn: str, options: argparse.Namespace) -> Importer:
-    _require_postgres()  # before reading a large file: the extra may be missing
+    require_postgres()  # before reading a large file: the extra may be missing
     from ticket_tools.stores.postgres.importer import (  # noqa: PLC0415
         TableNotEmptyError,
         import_dsn,
