@@ -95,6 +95,12 @@ def add_commands(commands: Commands) -> None:
         metavar="ROLE",
         help="with --postgres: the reader role to give SELECT on the tickets table",
     )
+    load.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace every ticket of an existing database while it serves: the new set is "
+        "built beside the old one and swapped in atomically (docs/feed.md)",
+    )
     load.set_defaults(run=_run_import)
 
 
@@ -131,7 +137,12 @@ def _run_import(options: argparse.Namespace) -> int:
         raise CommandError(f"import needs --db FILE or --postgres DSN (or ${POSTGRES_ENV})")
     if dsn is None and options.grant_to is not None:
         raise CommandError("--grant-to applies to --postgres only")
-    write = _sqlite_importer(options.db) if dsn is None else _postgres_importer(dsn, options)
+    if options.replace and options.grant_to is not None:
+        raise CommandError("--grant-to applies to a new table; --replace keeps the table's grants")
+    if options.replace:
+        write = _sqlite_replacer(options.db) if dsn is None else _postgres_replacer(dsn)
+    else:
+        write = _sqlite_importer(options.db) if dsn is None else _postgres_importer(dsn, options)
     # Checked once, by the import itself, before anything is written.
     records = cast(Records, read_records(options.records))
     bar = None
@@ -148,7 +159,10 @@ def _run_import(options: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.finish()
-    print(f"imported {count} tickets into {target}")
+    if options.replace:
+        print(f"replaced the tickets of {target} with {count}")
+    else:
+        print(f"imported {count} tickets into {target}")
     return 0
 
 
@@ -160,6 +174,28 @@ def _sqlite_importer(path: Path) -> Importer:
             raise CommandError(f"{path} already exists; import only creates new files") from None
         except OSError as error:
             raise CommandError(f"cannot write {path}: {os_reason(error)}") from None
+
+    return write
+
+
+def _sqlite_replacer(path: Path) -> Importer:
+    from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
+
+    def write(records: Records, progress: Progress | None) -> tuple[int, str]:
+        rows = record_rows(records)  # checked whole before the database is opened
+        with SQLiteWriter.open(path) as writer:
+            return writer.replace(rows, progress), str(path)
+
+    return write
+
+
+def _postgres_replacer(dsn: str) -> Importer:
+    require_postgres()  # before reading a large file: the extra may be missing
+    from ticket_tools.stores.postgres.importer import replace_dsn  # noqa: PLC0415
+    from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
+
+    def write(records: Records, progress: Progress | None) -> tuple[int, str]:
+        return replace_dsn(dsn, records, on_progress=progress), describe(dsn)
 
     return write
 

@@ -7,18 +7,41 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql
 
-from ticket_tools.store import Records
+from ticket_tools.store import Records, StoreError
 from ticket_tools.stores.postgres.schema import (
     CREATE_SCHEMA,
+    WRITER_LOCK,
     check_schema,
     describe,
     describe_params,
     store_error,
+    tickets_table,
 )
 from ticket_tools.stores.records import RecordsError, StoredRow, record_rows
 
 # Rows per progress report during an import.
 IMPORT_BATCH = 10_000
+# `import --replace` builds the new set in this table, then renames it to tickets.
+NEXT_TABLE = "tickets_next"
+# How long the swap waits for the readers' and writers' locks before trying again: a
+# reader queued behind the swap waits this long at most per attempt (a call takes ~1 ms).
+SWAP_LOCK_TIMEOUT_MS = 20
+SWAP_ATTEMPTS = 100
+# The privileges a grant on tickets may carry, copied to the new table as they are.
+_PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES", "TRIGGER")
+_GRANTS_SQL = """
+SELECT r.rolname, a.privilege_type
+FROM pg_class c, aclexplode(c.relacl) a JOIN pg_roles r ON r.oid = a.grantee
+WHERE c.oid = 'tickets'::regclass AND a.grantee <> c.relowner
+ORDER BY r.rolname, a.privilege_type
+"""
+_SWAP = (
+    "DROP TABLE tickets",
+    f"ALTER TABLE {NEXT_TABLE} RENAME TO tickets",
+    f"ALTER INDEX {NEXT_TABLE}_pkey RENAME TO tickets_pkey",
+    f"ALTER TABLE tickets RENAME CONSTRAINT {NEXT_TABLE}_version_check TO tickets_version_check",
+    "TRUNCATE tombstones",
+)
 
 
 class TableNotEmptyError(Exception):
@@ -57,13 +80,7 @@ def import_records(
         held = "SELECT EXISTS (SELECT FROM tickets) OR EXISTS (SELECT FROM tombstones)"
         if connection.execute(held).fetchone() == (True,):
             raise TableNotEmptyError("the tickets table already holds tickets or tombstones")
-        with connection.cursor().copy(
-            "COPY tickets (tenant, id, title, status, title_lower, version) FROM STDIN"
-        ) as copy:
-            for done, (tenant, ticket_id, title, status) in enumerate(rows, start=1):
-                copy.write_row((tenant, ticket_id, title, status, title.lower(), 0))
-                if on_progress is not None and (done % IMPORT_BATCH == 0 or done == len(rows)):
-                    on_progress(done, len(rows))
+        _copy(connection, "tickets", rows, on_progress)
         for table in ("tickets", "tombstones"):
             connection.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
         connection.execute("ANALYZE tickets")
@@ -87,6 +104,85 @@ def import_dsn(
             return import_records(connection, records, grant_to=grant_to, on_progress=on_progress)
     except psycopg.Error as error:
         raise store_error(error, source, "import into") from None
+
+
+def replace_records(
+    connection: psycopg.Connection,
+    records: Records,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+    attempts: int = SWAP_ATTEMPTS,
+) -> int:
+    """Replace every ticket with `records` (at version 0): built beside, swapped atomically.
+
+    Run as the table's owner on an idle connection. First, in a transaction of its own
+    that no reader waits for, the new set is copied into a new table beside `tickets`
+    with the same policy, comment and grants. Then one short transaction takes the
+    tables' locks (waiting SWAP_LOCK_TIMEOUT_MS at a time, up to `attempts` times),
+    drops the old table, renames the new one into its place and clears the tombstones.
+    A reader's call sees the whole old set or the whole new set. Raises RecordsError,
+    StoreError("locked") when the locks never came (nothing changed), psycopg.Error.
+    """
+    rows = postgres_rows(records)
+    source = describe_params(connection.info.get_parameters())
+    with connection.transaction():
+        check_schema(connection, source)
+        connection.execute(f"DROP TABLE IF EXISTS {NEXT_TABLE}")
+        for statement in tickets_table(NEXT_TABLE):
+            connection.execute(statement)
+        _copy(connection, NEXT_TABLE, rows, on_progress)
+        connection.execute(f"ALTER TABLE {NEXT_TABLE} FORCE ROW LEVEL SECURITY")
+        for role, privilege in connection.execute(_GRANTS_SQL).fetchall():
+            if privilege in _PRIVILEGES:
+                grant = sql.SQL("GRANT {} ON {} TO {}").format(
+                    sql.SQL(privilege), sql.Identifier(NEXT_TABLE), sql.Identifier(role)
+                )
+                connection.execute(grant)
+        connection.execute(f"ANALYZE {NEXT_TABLE}")
+    for _ in range(attempts):
+        try:
+            with connection.transaction():
+                connection.execute(
+                    "SELECT set_config('lock_timeout', %s, true)", (str(SWAP_LOCK_TIMEOUT_MS),)
+                )
+                # The writers' lock first, as `apply` takes it before the tables' locks.
+                connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
+                connection.execute("LOCK TABLE tickets, tombstones IN ACCESS EXCLUSIVE MODE")
+                for statement in _SWAP:
+                    connection.execute(statement)
+        except psycopg.errors.LockNotAvailable:
+            continue
+        return len(rows)
+    raise StoreError(
+        "locked",
+        f"{source}: the swap never got the tables' locks; nothing was replaced, try again",
+    )
+
+
+def replace_dsn(
+    dsn: str, records: Records, *, on_progress: Callable[[int, int], None] | None = None
+) -> int:
+    """Connect to `dsn` (as the owner) and `replace_records`; database failures raise StoreError."""
+    source = describe(dsn)
+    try:
+        with psycopg.connect(dsn) as connection:
+            return replace_records(connection, records, on_progress=on_progress)
+    except psycopg.Error as error:
+        raise store_error(error, source, "replace the tickets of") from None
+
+
+def _copy(
+    connection: psycopg.Connection,
+    table: str,
+    rows: list[StoredRow],
+    on_progress: Callable[[int, int], None] | None,
+) -> None:
+    columns = "(tenant, id, title, status, title_lower, version)"
+    with connection.cursor().copy(f"COPY {table} {columns} FROM STDIN") as copy:
+        for done, (tenant, ticket_id, title, status) in enumerate(rows, start=1):
+            copy.write_row((tenant, ticket_id, title, status, title.lower(), 0))
+            if on_progress is not None and (done % IMPORT_BATCH == 0 or done == len(rows)):
+                on_progress(done, len(rows))
 
 
 def postgres_rows(records: Records) -> list[StoredRow]:

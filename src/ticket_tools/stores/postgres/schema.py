@@ -15,6 +15,9 @@ from ticket_tools.store import StoreError
 
 # 2: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
 SCHEMA_VERSION = 2
+# The advisory lock a writer holds for each batch, and `import --replace` for its swap:
+# two writers never interleave reading a version and writing it.
+WRITER_LOCK = 0x544B5431  # "TKT1"
 
 # The table comment is the schema's version stamp, read back by `check_schema`.
 _COMMENT = f"ticket-tools tickets, schema version {SCHEMA_VERSION}"
@@ -26,7 +29,7 @@ _TOMBSTONES_COMMENT = f"ticket-tools tombstones, schema version {SCHEMA_VERSION}
 # every upsert). Only the public fields are stored: internal fields are dropped at import.
 # `version` is the change feed's version of the ticket (0 from import, docs/feed.md).
 _CREATE_TABLE = """
-CREATE TABLE tickets (
+CREATE TABLE {name} (
     tenant text COLLATE "C" NOT NULL,
     id text COLLATE "C" NOT NULL,
     title text COLLATE "C" NOT NULL,
@@ -52,11 +55,23 @@ CREATE TABLE tombstones (
 _POLICY = "tickets_tenant"
 _TOMBSTONES_POLICY = "tombstones_tenant"
 _TENANT_RULE = "USING (tenant = current_setting('app.tenant', true))"
+
+
+def tickets_table(name: str) -> tuple[str, ...]:
+    """Return the statements that create a tickets table named `name`, policy enabled.
+
+    `name` is "tickets", or the table `import --replace` builds beside it.
+    """
+    return (
+        _CREATE_TABLE.format(name=name),
+        f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY",
+        f"CREATE POLICY {_POLICY} ON {name} {_TENANT_RULE}",
+        f"COMMENT ON TABLE {name} IS '{_COMMENT}'",
+    )
+
+
 CREATE_SCHEMA = (
-    _CREATE_TABLE,
-    "ALTER TABLE tickets ENABLE ROW LEVEL SECURITY",
-    f"CREATE POLICY {_POLICY} ON tickets {_TENANT_RULE}",
-    f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
+    *tickets_table("tickets"),
     _CREATE_TOMBSTONES,
     "ALTER TABLE tombstones ENABLE ROW LEVEL SECURITY",
     "ALTER TABLE tombstones FORCE ROW LEVEL SECURITY",

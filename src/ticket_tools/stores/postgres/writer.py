@@ -16,13 +16,12 @@ import psycopg
 
 from ticket_tools.store import StoreError
 from ticket_tools.stores.feed import Change, Counts, FeedError, Key, has_nul, plan
-from ticket_tools.stores.postgres.schema import check_schema, describe, store_error
+
+# WRITER_LOCK is held for each batch: a row lock cannot guard a key not yet stored.
+from ticket_tools.stores.postgres.schema import WRITER_LOCK, check_schema, describe, store_error
 
 # How long one batch may take, waits for locks included (its statement_timeout).
 DEFAULT_TIMEOUT = 30.0
-# Taken for the length of each batch: two writers never interleave their
-# read-the-version, then-write steps (a row lock cannot guard a key not yet stored).
-_LOCK_KEY = 0x544B5431  # "TKT1"
 
 _BEGIN_SQL = "SELECT set_config('statement_timeout', %s, true), pg_advisory_xact_lock(%s)"
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true)"
@@ -126,7 +125,7 @@ class PostgresWriter:
         try:
             with connection.transaction():
                 with connection.pipeline():
-                    connection.execute(_BEGIN_SQL, (self._timeout_ms, _LOCK_KEY))
+                    connection.execute(_BEGIN_SQL, (self._timeout_ms, WRITER_LOCK))
                     reads = [
                         (tenant, self._read_versions(tenant, group))
                         for tenant, group in by_tenant.items()

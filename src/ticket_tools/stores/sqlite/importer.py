@@ -78,6 +78,14 @@ def insert_rows(
     """Create the schema and insert every row, at version 0, in one transaction."""
     connection.execute("BEGIN")
     create_schema(connection)
+    insert_batches(connection, rows, on_progress)
+    connection.execute("COMMIT")
+
+
+def insert_batches(
+    connection: sqlite3.Connection, rows: list[StoredRow], on_progress: Progress | None
+) -> None:
+    """Insert `rows` at version 0, in key order, inside the caller's transaction."""
     # Key order makes every insert an append to the B-tree.
     rows.sort()
     for start in range(0, len(rows), IMPORT_BATCH):
@@ -85,4 +93,3 @@ def insert_rows(
         connection.executemany("INSERT INTO tickets VALUES (?, ?, ?, ?, 0)", batch)
         if on_progress is not None:
             on_progress(start + len(batch), len(rows))
-    connection.execute("COMMIT")

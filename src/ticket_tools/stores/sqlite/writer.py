@@ -10,6 +10,8 @@ from pathlib import Path
 
 from ticket_tools.store import StoreError
 from ticket_tools.stores.feed import Change, Counts, Key, plan
+from ticket_tools.stores.records import StoredRow
+from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
 
 # How long a batch waits for another writer's lock (a second `apply`) before failing.
@@ -117,6 +119,28 @@ class SQLiteWriter:
         except sqlite3.Error as error:
             raise store_error(error, self._source, "write") from None
         return counts
+
+    def replace(self, rows: list[StoredRow], on_progress: Progress | None = None) -> int:
+        """Replace every ticket with `rows` (at version 0) and clear the tombstones, atomically.
+
+        One transaction: in WAL mode a reader sees the whole old set until the commit,
+        then the whole new set, and never waits for it (docs/stores.md). Returns the count.
+        """
+        connection = self._connection
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            try:
+                connection.execute("DELETE FROM tickets")
+                connection.execute("DELETE FROM tombstones")
+                insert_batches(connection, rows, on_progress)
+                connection.execute("COMMIT")
+            except BaseException:
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as error:
+            raise store_error(error, self._source, "write") from None
+        return len(rows)
 
     def _stored_versions(self, keys: set[Key]) -> dict[Key, int]:
         stored: dict[Key, int] = {}

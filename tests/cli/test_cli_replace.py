@@ -1,0 +1,95 @@
+"""`ticket-tools import RECORDS --replace`: a full refresh of a served database, one line out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from conftest import OWNER, READER, PostgresDatabase
+from ticket_tools import fixture_records
+from ticket_tools.cli import main
+from ticket_tools.stores.postgres.importer import import_records
+from ticket_tools.stores.postgres.schema import describe
+from ticket_tools.stores.sqlite.importer import write_database
+
+Captured = pytest.CaptureFixture[str]
+NEW = {"alpha:TKT-300": {"id": "TKT-300", "title": "new", "status": "open", "note": "x"}}
+NEW_PAGE = {
+    "ok": True,
+    "tickets": [{"id": "TKT-300", "title": "new", "status": "open"}],
+    "next_cursor": None,
+}
+
+
+@pytest.fixture
+def new_records(tmp_path: Path) -> Path:
+    path = tmp_path / "new.json"
+    path.write_text(json.dumps(NEW), encoding="utf-8")
+    return path
+
+
+def _search(capsys: Captured, *store: str) -> object:
+    assert main(["call", "search_tickets", "{}", "--tenant", "alpha", *store]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_replace_an_sqlite_database(tmp_path: Path, new_records: Path, capsys: Captured) -> None:
+    db = tmp_path / "tickets.sqlite"
+    write_database(db, fixture_records())
+    assert main(["import", str(new_records), "--replace", "--db", str(db)]) == 0
+    assert capsys.readouterr() == (f"replaced the tickets of {db} with 1\n", "")
+    assert _search(capsys, "--db", str(db)) == NEW_PAGE
+
+
+def test_replace_a_postgres_database(
+    postgres_database: PostgresDatabase, scratch: str, new_records: Path, capsys: Captured
+) -> None:
+    owner = postgres_database.cluster.dsn(OWNER, scratch)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, fixture_records(), grant_to=READER)
+    assert main(["import", str(new_records), "--replace", "--postgres", owner]) == 0
+    assert capsys.readouterr() == (f"replaced the tickets of {describe(owner)} with 1\n", "")
+    reader = postgres_database.cluster.dsn(READER, scratch)
+    assert _search(capsys, "--postgres", reader) == NEW_PAGE
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        pytest.param(
+            ["--replace", "--db", "missing.sqlite"], "no database at missing.sqlite", id="no-db"
+        ),
+        pytest.param(
+            ["--replace", "--postgres", "host=/nowhere", "--grant-to", "r"],
+            "--grant-to applies to a new table; --replace keeps the table's grants",
+            id="grant-to",
+        ),
+    ],
+)
+def test_what_replace_refuses(  # noqa: PLR0917
+    tmp_path: Path,
+    new_records: Path,
+    capsys: Captured,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["import", str(new_records), *argv]) == 2
+    assert capsys.readouterr() == ("", f"ticket-tools: {message}\n")
+
+
+def test_a_malformed_records_file_replaces_nothing(tmp_path: Path, capsys: Captured) -> None:
+    db = tmp_path / "tickets.sqlite"
+    write_database(db, fixture_records())
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"alpha:TKT-1": {"id": "TKT-1", "title": "t", "status": "o"}}))
+    assert main(["import", str(bad), "--replace", "--db", str(db)]) == 2
+    assert capsys.readouterr().err == (
+        f"ticket-tools: {bad}: record 1 (in file order): "
+        "the id is not TKT- followed by exactly three digits\n"
+    )
+    assert _search(capsys, "--db", str(db))["tickets"][0]["id"] == "TKT-101"  # type: ignore[index]

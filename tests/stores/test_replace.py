@@ -1,0 +1,210 @@
+"""`import --replace`: a full refresh swapped in atomically while a reader searches in a loop."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from conftest import OWNER, READER, PostgresDatabase
+from ticket_tools import Records, TicketFilter, TicketStore, execute_tool, fixture_records
+from ticket_tools.store import StoreError
+from ticket_tools.stores.feed import Change, Counts
+from ticket_tools.stores.postgres import importer as postgres_importer
+from ticket_tools.stores.postgres.importer import import_records, replace_dsn, replace_records
+from ticket_tools.stores.postgres.schema import describe
+from ticket_tools.stores.postgres.store import PostgresStore
+from ticket_tools.stores.postgres.writer import PostgresWriter
+from ticket_tools.stores.records import record_rows
+from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.store import SQLiteStore
+from ticket_tools.stores.sqlite.writer import SQLiteWriter
+
+ALPHA = {"tenant": "alpha", "can_read_tickets": True}
+OLD: Records = fixture_records()
+NEW: Records = {
+    f"alpha:TKT-{n}": {"id": f"TKT-{n}", "title": f"new {n}", "status": "open"}
+    for n in range(300, 312)
+}
+SWAPS = 6
+
+
+def _page(records: Records | TicketStore) -> object:
+    return execute_tool("search_tickets", {"limit": 10}, ALPHA, records)
+
+
+def _search_during(store: TicketStore, swap: Callable[[Records], object]) -> list[object]:
+    """Search in a loop on a thread while `swap` replaces OLD and NEW in turn; return answers."""
+    answers: list[object] = []
+    done = threading.Event()
+
+    def search() -> None:
+        while not done.is_set():
+            try:
+                answers.append(execute_tool("search_tickets", {"limit": 10}, ALPHA, store))
+            except Exception as error:
+                answers.append(repr(error))
+
+    reader = threading.Thread(target=search)
+    reader.start()
+    try:
+        for number in range(SWAPS):
+            swap(NEW if number % 2 == 0 else OLD)
+    finally:
+        done.set()
+        reader.join()
+    return answers
+
+
+def _only_whole_pages(answers: list[object]) -> None:
+    whole = [_page(OLD), _page(NEW)]
+    assert [answer for answer in answers if answer not in whole] == []
+    assert len(answers) > 0
+
+
+def test_sqlite_replace_is_atomic_for_a_reader(tmp_path: Path) -> None:
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, OLD)
+    with SQLiteStore.open(path) as store, SQLiteWriter.open(path) as writer:
+        writer.apply([Change("delete", "alpha", "TKT-300", 9)])  # a tombstone to clear
+        answers = _search_during(store, lambda records: writer.replace(record_rows(records)))
+        _only_whole_pages(answers)
+        # Six swaps: OLD again, every ticket at version 0, no tombstone left.
+        assert _page(store) == _page(OLD)
+        assert writer.apply([Change("upsert", "alpha", "TKT-300", 1, "t", "open")]) == Counts(
+            1, 0, 0
+        )
+
+
+def test_sqlite_replace_rolls_back_on_failure(tmp_path: Path) -> None:
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, OLD)
+    rows = record_rows(NEW)
+    rows.append(rows[0])  # the same key twice: the primary key refuses it
+    with SQLiteWriter.open(path) as writer, pytest.raises(StoreError) as raised:
+        writer.replace(rows)
+    assert str(raised.value) == f"cannot write {path}: SQLITE_CONSTRAINT_PRIMARYKEY"
+    with SQLiteStore.open(path) as store:
+        assert _page(store) == _page(OLD)
+
+
+def test_sqlite_replace_on_a_full_disk_keeps_the_old_set(tmp_path: Path) -> None:
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, OLD)
+    big = {
+        f"alpha:TKT-{n}": {"id": f"TKT-{n}", "title": "x" * 3000, "status": "open"}
+        for n in range(100, 200)
+    }
+    rows = record_rows(big)
+    with SQLiteWriter.open(path) as writer:
+        writer._connection.execute("PRAGMA max_page_count = 3")  # the file is 3 pages now
+        with pytest.raises(StoreError) as raised:
+            writer.replace(rows)
+    assert str(raised.value) == f"cannot write {path}: database or disk is full (SQLITE_FULL)"
+    with SQLiteStore.open(path) as store:
+        assert _page(store) == _page(OLD)
+
+
+@pytest.fixture
+def pg(postgres_database: PostgresDatabase, scratch: str) -> dict[str, str]:
+    cluster = postgres_database.cluster
+    owner = cluster.dsn(OWNER, scratch)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, OLD, grant_to=READER)
+    return {
+        "owner": owner,
+        "reader": cluster.dsn(READER, scratch),
+        "super": cluster.dsn("postgres", scratch),
+    }
+
+
+@pytest.fixture
+def writer_role(pg: dict[str, str]) -> Iterator[str]:
+    with psycopg.connect(pg["super"], autocommit=True) as connection:
+        connection.execute("CREATE ROLE ticket_swap_writer LOGIN")
+        connection.execute(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones TO ticket_swap_writer"
+        )
+    yield pg["owner"].replace(f"user={OWNER}", "user=ticket_swap_writer")
+    with psycopg.connect(pg["super"], autocommit=True) as connection:
+        connection.execute("REVOKE ALL ON tickets, tombstones FROM ticket_swap_writer")
+        connection.execute("DROP ROLE ticket_swap_writer")
+
+
+def test_postgres_replace_is_atomic_for_a_reader(pg: dict[str, str], writer_role: str) -> None:
+    with PostgresWriter.open(pg["owner"]) as writer:
+        writer.apply([Change("delete", "alpha", "TKT-300", 9)])
+    progress: list[tuple[int, int]] = []
+    with PostgresStore.open(pg["reader"]) as store:
+        answers = _search_during(
+            store,
+            lambda records: replace_dsn(
+                pg["owner"], records, on_progress=lambda *done: progress.append(done)
+            ),
+        )
+        _only_whole_pages(answers)
+        assert _page(store) == _page(OLD)
+    assert progress[-1] == (10, 10)
+    # The grants, the policy and the schema came along; the tombstones went.
+    with PostgresWriter.open(writer_role) as writer:
+        assert writer.apply([Change("upsert", "alpha", "TKT-300", 1, "t", "open")]) == Counts(
+            1, 0, 0
+        )
+    with psycopg.connect(pg["super"]) as connection:
+        tables = connection.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE 'tickets%' ORDER BY relname"
+        ).fetchall()
+    assert tables == [("tickets",), ("tickets_pkey",)]
+
+
+def test_postgres_replace_gives_up_when_the_locks_never_come(pg: dict[str, str]) -> None:
+    with psycopg.connect(pg["reader"]) as holder:
+        holder.execute("SELECT set_config('app.tenant', 'alpha', true)")
+        holder.execute("SELECT count(*) FROM tickets").fetchone()  # ACCESS SHARE, held
+        with psycopg.connect(pg["owner"]) as connection, pytest.raises(StoreError) as raised:
+            replace_records(connection, NEW, attempts=2)
+    assert (raised.value.reason, str(raised.value)) == (
+        "locked",
+        f"{describe(pg['owner'])}: the swap never got the tables' locks; "
+        "nothing was replaced, try again",
+    )
+    with PostgresStore.open(pg["reader"]) as store:
+        assert _page(store) == _page(OLD)
+    # The next attempt drops the unused new table and builds it again.
+    assert replace_dsn(pg["owner"], NEW) == 12
+    with PostgresStore.open(pg["reader"]) as store:
+        assert _page(store) == _page(NEW)
+
+
+def test_postgres_replace_of_a_database_it_cannot_reach(
+    postgres_database: PostgresDatabase,
+) -> None:
+    dsn = postgres_database.cluster.dsn(OWNER, "no_such_database")
+    with pytest.raises(StoreError) as raised:
+        replace_dsn(dsn, NEW)
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot replace the tickets of {describe(dsn)} (OperationalError)",
+    )
+
+
+def test_postgres_replace_of_a_database_without_tables(
+    postgres_database: PostgresDatabase, scratch: str
+) -> None:
+    dsn = postgres_database.cluster.dsn(OWNER, scratch)
+    with pytest.raises(StoreError) as raised:
+        replace_dsn(dsn, NEW)
+    assert raised.value.reason == "schema"
+
+
+def test_a_privilege_outside_the_known_set_is_not_copied(
+    pg: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(postgres_importer, "_PRIVILEGES", ("INSERT",))
+    replace_dsn(pg["owner"], NEW)
+    with PostgresStore.open(pg["reader"]) as store, pytest.raises(StoreError) as raised:
+        store.find("alpha", TicketFilter(), limit=1)  # the reader's SELECT was not copied
+    assert raised.value.reason == "unavailable"
