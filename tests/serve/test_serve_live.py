@@ -59,22 +59,36 @@ class StdioServer:
 
     def __init__(self, *store: str) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ticket_tools.cli", "serve", "--tenant", "alpha", *store],
+            [
+                sys.executable,
+                "-m",
+                "ticket_tools.cli",
+                "serve",
+                "stdio",
+                "--tenant",
+                "alpha",
+                *store,
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             bufsize=0,
         )
         self.next_id = 0
-        self.request(
-            "initialize",
-            {
-                "protocolVersion": PROTOCOL,
-                "capabilities": {},
-                "clientInfo": {"name": "live", "version": "0"},
-            },
-        )
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        try:
+            self.request(
+                "initialize",
+                {
+                    "protocolVersion": PROTOCOL,
+                    "capabilities": {},
+                    "clientInfo": {"name": "live", "version": "0"},
+                },
+            )
+            self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        except BaseException:
+            self.process.kill()
+            self.stop()
+            raise
 
     def _send(self, message: dict[str, object]) -> None:
         cast(BinaryIO, self.process.stdin).write(json.dumps(message).encode() + b"\n")
@@ -92,6 +106,7 @@ class StdioServer:
         return reply["result"]["structuredContent"]
 
     def stop(self) -> int:
+        # Unbuffered (bufsize=0): closing writes nothing, so it cannot fail on a dead server.
         cast(BinaryIO, self.process.stdin).close()
         code = self.process.wait(timeout=REPLY_TIMEOUT)
         cast(BinaryIO, self.process.stdout).close()
@@ -242,13 +257,13 @@ def test_http_sees_apply_without_restart(
 def test_sqlite_reads_never_wait_for_a_running_apply(sqlite_db: Path, tmp_path: Path) -> None:
     # A feed applied batch after batch from an open pipe, while the server answers: every
     # call succeeds (no "locked"), and each sees a whole number of batches.
+    server = StdioServer("--db", str(sqlite_db))
     writer = subprocess.Popen(
         [sys.executable, "-m", "ticket_tools.cli", "apply", "-", "--db", str(sqlite_db)],
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    server = StdioServer("--db", str(sqlite_db))
     stdin = cast(BinaryIO, writer.stdin)
     answers: list[dict[str, Any]] = []
     try:
