@@ -18,7 +18,8 @@ import psycopg
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
-from http_support import HttpServer, Issuer, claims
+from testkit.server import HttpServer
+from testkit.tokens import Issuer, claims
 from ticket_tools import fixture_records
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.sqlite.importer import write_database
