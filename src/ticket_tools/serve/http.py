@@ -29,7 +29,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl, ValidationError
 from starlette.applications import Starlette
 
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.execute import Context
+from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.audit import AuditLog
 from ticket_tools.serve.server import build_server
 from ticket_tools.serve.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
@@ -78,8 +80,9 @@ def build_app(
     *,
     netloc: str,
     audit: AuditLog,
+    registry: ToolRegistry = REGISTRY,
 ) -> Starlette:
-    """Return the ASGI app serving the tools at MCP_PATH for the server bound at `netloc`."""
+    """Return the ASGI app serving the tools of `registry` at MCP_PATH, bound at `netloc`."""
     rules = options.rules
     resource_url = options.resource_url or f"http://{netloc}{MCP_PATH}"
     try:
@@ -96,7 +99,9 @@ def build_app(
         allowed_hosts=[netloc, *options.allowed_hosts],
         allowed_origins=[f"http://{netloc}", *(f"https://{h}" for h in options.allowed_hosts)],
     )
-    server = build_server(lambda: request_context(rules), store, observe=audit.observe)
+    server = build_server(
+        lambda: request_context(rules), store, observe=audit.observe, registry=registry
+    )
     return server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         # Tool calls answer at once and send no progress: a JSON body is enough.
@@ -126,8 +131,10 @@ def listen(host: str, port: int) -> socket.socket:
     return listener
 
 
-def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
-    """Serve the tools over Streamable HTTP until SIGINT or SIGTERM."""
+def serve_http(
+    options: HttpOptions, store: Records | TicketStore, *, registry: ToolRegistry = REGISTRY
+) -> None:
+    """Serve the tools of `registry` over Streamable HTTP until SIGINT or SIGTERM."""
     logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
     try:
         keys = KeySet(options.jwks)
@@ -154,7 +161,12 @@ def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
                 ) from None
         audit = AuditLog(stream, options.rules)
         app = build_app(
-            store, JwtVerifier(keys, options.rules), options, netloc=netloc, audit=audit
+            store,
+            JwtVerifier(keys, options.rules),
+            options,
+            netloc=netloc,
+            audit=audit,
+            registry=registry,
         )
         config = uvicorn.Config(
             app,

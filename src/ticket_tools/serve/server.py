@@ -41,9 +41,11 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.execute import Context, run_tool
 from ticket_tools.exports import export_declarations
 from ticket_tools.outcome import Outcome
+from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.stdio import stdio_transport
 from ticket_tools.store import Records, TicketStore
 
@@ -90,13 +92,15 @@ def build_server(
     store: Records | TicketStore,
     *,
     observe: CallObserver | None = None,
+    registry: ToolRegistry = REGISTRY,
 ) -> Server:
     """Return an MCP server whose every call runs with the trusted `context` on `store`.
 
     `context` is either fixed for the process (stdio) or a function asked on every call.
+    `registry` is the tools served (another ID width: `catalog.make_registry`).
     """
     context_of = context if callable(context) else lambda: context
-    tools = [types.Tool.model_validate(tool) for tool in export_declarations("mcp")]
+    tools = [types.Tool.model_validate(tool) for tool in export_declarations("mcp", registry)]
 
     async def list_tools(
         ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
@@ -112,7 +116,7 @@ def build_server(
         started = time.perf_counter()
         outcome: Outcome | None = None
         try:
-            outcome = run_tool(params.name, args, context_of(), store)
+            outcome = run_tool(params.name, args, context_of(), store, registry=registry)
         except Exception:
             # The SDK would put str(error) on the wire; only a fixed message goes there.
             logger.exception("tool call failed inside the handler")
@@ -130,10 +134,12 @@ def build_server(
     )
 
 
-def serve(context: Context, store: Records | TicketStore) -> None:
-    """Serve the tools over stdin and stdout until the client closes stdin."""
+def serve(
+    context: Context, store: Records | TicketStore, *, registry: ToolRegistry = REGISTRY
+) -> None:
+    """Serve the tools of `registry` over stdin and stdout until the client closes stdin."""
     logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
-    server = build_server(context, store)
+    server = build_server(context, store, registry=registry)
 
     async def run() -> None:
         # Not the SDK's stdio_server(): it never answers a line it cannot parse.
