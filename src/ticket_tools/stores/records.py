@@ -7,14 +7,12 @@ same rules for the dict store and for a database: both then give the same answer
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import NamedTuple, TypeGuard
 
 from ticket_tools.store import tenant_of
-from ticket_tools.tickets import TICKET_ID_PATTERN
+from ticket_tools.tickets import ID_FORMAT, IdFormat
 
-_TICKET_ID = re.compile(TICKET_ID_PATTERN)
 _FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 
 
@@ -48,14 +46,15 @@ def is_text(value: object) -> TypeGuard[str]:
     return True
 
 
-def record_rows(records: object) -> list[StoredRow]:
+def record_rows(records: object, *, id_format: IdFormat = ID_FORMAT) -> list[StoredRow]:
     """Check every record of a records mapping; return one row per record, in order.
 
     The rules, each refused with the record's position (never its contents):
     - the whole value is a JSON object (a mapping);
     - each ticket is an object whose id, title and status are strings with a UTF-8 form;
-    - each id is TKT- followed by exactly three digits: the only ids get_ticket can
-      name and a cursor can page past (so a tenant holds at most 1,000 tickets);
+    - each id is TKT- followed by exactly `id_format.digits` digits (default three): the
+      only ids get_ticket can name and a cursor can page past, all of one width so that
+      string order is numeric order (a tenant holds at most 10 ** digits tickets);
     - each key is "tenant:" followed by the ticket's own id, the tenant non-empty and
       without ":" (else "a:b:TKT-101" would mean tenant "a:b" to one store, "a" to another).
     Other fields of a ticket are allowed, and never shown.
@@ -63,18 +62,19 @@ def record_rows(records: object) -> list[StoredRow]:
     if not isinstance(records, Mapping):
         raise RecordsError('not a JSON object of "tenant:TKT-123" -> ticket')
     return [
-        _row(position, key, stored) for position, (key, stored) in enumerate(records.items(), 1)
+        _row(position, key, stored, id_format)
+        for position, (key, stored) in enumerate(records.items(), 1)
     ]
 
 
-def _row(position: int, key: object, stored: object) -> StoredRow:
+def _row(position: int, key: object, stored: object, id_format: IdFormat) -> StoredRow:
     if not isinstance(stored, Mapping):
         raise _refused(position, _FIELDS_RULE)
     ticket_id, title, status = stored.get("id"), stored.get("title"), stored.get("status")
     if not (is_text(ticket_id) and is_text(title) and is_text(status)):
         raise _refused(position, _FIELDS_RULE)
-    if _TICKET_ID.fullmatch(ticket_id) is None:
-        raise _refused(position, "the id is not TKT- followed by exactly three digits")
+    if not id_format.matches(ticket_id):
+        raise _refused(position, f"the id is not {id_format.shape}")
     if not is_text(key):
         raise _refused(position, "the key is not a string of valid Unicode")
     tenant = tenant_of(key)
