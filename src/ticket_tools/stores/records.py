@@ -83,5 +83,16 @@ def _row(position: int, key: object, stored: object, id_format: IdFormat) -> Sto
     return StoredRow(tenant, ticket_id, title, status)
 
 
+def id_width_message(source: str, made_for: int, id_format: IdFormat) -> str:
+    """Say that a database holds IDs of another width than the one it is opened with.
+
+    Every command that takes a store names the width with `--id-digits`.
+    """
+    return (
+        f"{source} holds ticket IDs of {made_for} digits, not {id_format.digits}: "
+        f"use --id-digits {made_for}"
+    )
+
+
 def _refused(position: int, rule: str) -> RecordsError:
     return RecordsError(f"record {position} (in file order): {rule}")

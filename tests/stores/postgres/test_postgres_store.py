@@ -200,8 +200,12 @@ SCHEMA_DAMAGE = [
         ("CREATE POLICY everything ON tickets USING (true)",), id="a-second-permissive-policy"
     ),
     pytest.param(
-        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 2'",), id="v2"
+        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 1'",), id="v1"
     ),
+    pytest.param(
+        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 3'",), id="v3"
+    ),
+    pytest.param(("ALTER TABLE tickets DROP CONSTRAINT tickets_id_check",), id="no-id-width-check"),
     pytest.param(("ALTER TABLE tickets ADD COLUMN notes text",), id="an-extra-column"),
 ]
 
@@ -219,7 +223,7 @@ def test_open_refuses_a_database_without_the_schema(
         PostgresStore.open(dsn)
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
-        f"{describe(dsn)} has no ticket-tools tickets table (schema version 1) "
+        f"{describe(dsn)} has no ticket-tools tickets table (schema version 2) "
         "with its row-level security forced",
     )
 
@@ -593,7 +597,7 @@ def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, sc
         import_dsn(dsn, fixture_records())
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
-        f"{describe(dsn)} has no ticket-tools tickets table (schema version 1) "
+        f"{describe(dsn)} has no ticket-tools tickets table (schema version 2) "
         "with its row-level security forced",
     )
 

@@ -12,8 +12,12 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ticket_tools.store import StoreError
+from ticket_tools.stores.records import id_width_message
+from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
-SCHEMA_VERSION = 1
+# 2: the id's CHECK holds the deployment's ID width (`--id-digits`), so PostgreSQL
+# refuses an id of another width and `check_schema` can tell which width a table has.
+SCHEMA_VERSION = 2
 
 # The table comment is the schema's version stamp, read back by `check_schema`.
 _COMMENT = f"ticket-tools tickets, schema version {SCHEMA_VERSION}"
@@ -21,11 +25,13 @@ _COMMENT = f"ticket-tools tickets, schema version {SCHEMA_VERSION}"
 # order, `id > cursor` and ORDER BY id all agree with the dict store. `title_lower` holds
 # Python's title.lower(), computed at import: PostgreSQL's lower() differs from it
 # ('İ', final sigma), so the text filter never calls it. Only the public fields are
-# stored: internal fields are dropped at import.
+# stored: internal fields are dropped at import. The id's CHECK is the ID format's own
+# pattern: in PostgreSQL's regular expressions `$` matches at the very end only, and
+# [0-9] under "C" is the ten ASCII digits.
 _CREATE_TABLE = """
 CREATE TABLE tickets (
     tenant text COLLATE "C" NOT NULL,
-    id text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL CHECK (id ~ '^{pattern}$'),
     title text COLLATE "C" NOT NULL,
     status text COLLATE "C" NOT NULL,
     title_lower text COLLATE "C" NOT NULL,
@@ -36,13 +42,20 @@ _POLICY = "tickets_tenant"
 _CREATE_POLICY = (
     f"CREATE POLICY {_POLICY} ON tickets USING (tenant = current_setting('app.tenant', true))"
 )
-CREATE_SCHEMA = (
-    _CREATE_TABLE,
-    "ALTER TABLE tickets ENABLE ROW LEVEL SECURITY",
-    _CREATE_POLICY,
-    f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
-)
-"""The statements that create the tickets table, its forced policy and its version stamp."""
+
+
+def create_schema(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
+    """Return the statements that create the tickets table for IDs of `id_format`.
+
+    The table, its policy and its version stamp; the importer then forces the policy.
+    """
+    return (
+        _CREATE_TABLE.format(pattern=id_format.pattern),
+        "ALTER TABLE tickets ENABLE ROW LEVEL SECURITY",
+        _CREATE_POLICY,
+        f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
+    )
+
 
 # One row describing the table as the catalog sees it, or no row without a table.
 _SCHEMA_SQL = """
@@ -76,7 +89,13 @@ WHERE c.oid = to_regclass('tickets')
 _COLUMNS = [
     f"{name} text C NOT NULL" for name in ("tenant", "id", "title", "status", "title_lower")
 ]
-_CONSTRAINTS = ["PRIMARY KEY (tenant, id)"]
+
+
+def _constraints(id_format: IdFormat) -> list[str]:
+    # As pg_get_constraintdef spells them, ordered by name: tickets_id_check, tickets_pkey.
+    return [f"CHECK ((id ~ '^{id_format.pattern}$'::text))", "PRIMARY KEY (tenant, id)"]
+
+
 # Exactly one policy, for every command and every role: another permissive policy
 # would widen what a connection sees, so any other set of policies is refused.
 _POLICIES = [f"{_POLICY} * true {{0}} (tenant = current_setting('app.tenant'::text, true))"]
@@ -118,16 +137,28 @@ def check_connection(connection: psycopg.Connection, source: str) -> None:
             )
 
 
-def check_schema(connection: psycopg.Connection, source: str) -> None:
-    """Raise StoreError("schema") unless `tickets` is this schema version, policy forced."""
+def check_schema(
+    connection: psycopg.Connection, source: str, id_format: IdFormat = ID_FORMAT
+) -> None:
+    """Raise StoreError("schema") unless `tickets` is this schema version, policy forced.
+
+    The table must be the one made for IDs of `id_format`; one made for another width
+    is refused with a message naming both widths.
+    """
     found = connection.execute(_SCHEMA_SQL).fetchone()
-    expected = (_COMMENT, True, True, _COLUMNS, _CONSTRAINTS, _POLICIES)
-    if found != expected:
+    if found != _expected(id_format):
+        for digits in range(MIN_ID_DIGITS, MAX_ID_DIGITS + 1):
+            if found == _expected(IdFormat(digits)):
+                raise StoreError("schema", id_width_message(source, digits, id_format))
         raise StoreError(
             "schema",
             f"{source} has no ticket-tools tickets table (schema version {SCHEMA_VERSION}) "
             "with its row-level security forced",
         )
+
+
+def _expected(id_format: IdFormat) -> tuple[object, ...]:
+    return (_COMMENT, True, True, _COLUMNS, _constraints(id_format), _POLICIES)
 
 
 def describe(dsn: str) -> str:

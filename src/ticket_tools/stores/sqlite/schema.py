@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from ticket_tools.store import StoreError
+from ticket_tools.stores.records import id_width_message
 from ticket_tools.tickets import ID_FORMAT, ID_PREFIX, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 # Written into the file header so `open` can tell a ticket database of this schema
@@ -97,14 +98,6 @@ def _id_digits_of(objects: list[tuple[object, ...]]) -> int | None:
         if objects == [("table", "tickets", "tickets", schema_sql(IdFormat(digits)))]:
             return digits
     return None
-
-
-def id_width_message(source: str, made_for: int, id_format: IdFormat) -> str:
-    """Say that a database holds IDs of another width than the one it is opened with."""
-    return (
-        f"{source} holds ticket IDs of {made_for} digits, not {id_format.digits}: "
-        f"use --id-digits {made_for}"
-    )
 
 
 def store_error(error: sqlite3.Error, source: str, action: str = "read") -> StoreError:
