@@ -228,22 +228,22 @@ async def _walk(session: ClientSession) -> tuple[list[object], list[str], dict[s
     """List the tools' ID patterns, walk every alpha page, read the last ticket."""
     listed = await session.list_tools()
     patterns = [
-        tool.inputSchema["properties"][argument]["pattern"]
+        tool.input_schema["properties"][argument]["pattern"]
         for tool, argument in zip(listed.tools, ("ticket_id", "cursor"), strict=True)
     ]
     ids: list[str] = []
     cursor: object = None
     while True:
         args = {"limit": LIMIT} if cursor is None else {"limit": LIMIT, "cursor": cursor}
-        page = (await session.call_tool("search_tickets", args)).structuredContent
+        page = (await session.call_tool("search_tickets", args)).structured_content
         assert page is not None
         ids += [ticket["id"] for ticket in page["tickets"]]
         cursor = page["next_cursor"]
         if cursor is None:
             break
     last = await session.call_tool("get_ticket", {"ticket_id": ALPHA_IDS[-1]})
-    assert last.structuredContent is not None
-    return patterns, ids, last.structuredContent
+    assert last.structured_content is not None
+    return patterns, ids, last.structured_content
 
 
 EXPECTED_WALK = (

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from testkit.tokens import AUDIENCE, ISSUER, Issuer
-from ticket_tools import fixture_records
+from ticket_tools import Tool, ToolRegistry, fixture_records
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
 
 Captured = pytest.CaptureFixture[str]
@@ -62,13 +63,17 @@ def test_stdio_hands_the_session_and_store_to_the_mcp_server(
 ) -> None:
     from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
-    served: list[tuple[object, object]] = []
-    monkeypatch.setattr(mcp_server, "serve", lambda *args: served.append(args))
+    served: list[tuple[object, object, list[Tool]]] = []
+
+    def serve(context: object, store: object, *, registry: ToolRegistry) -> None:
+        served.append((context, store, list(registry)))
+
+    monkeypatch.setattr(mcp_server, "serve", serve)
     records = {"beta:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"}}
     path = tmp_path / "records.json"
     path.write_text(json.dumps(records), "utf-8")
     assert main(["serve", "stdio", "--tenant", "beta", *flags, "--records", str(path)]) == 0
-    assert served == [(context, records)]
+    assert served == [(context, records, list(REGISTRY))]
 
 
 def test_serve_needs_a_transport(capsys: Captured) -> None:
@@ -193,10 +198,14 @@ def test_the_options_reach_the_server(
     from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
     from ticket_tools.serve.tokens import TokenRules  # noqa: PLC0415
 
-    served: list[tuple[http_server.HttpOptions, object]] = []
-    monkeypatch.setattr(
-        http_server, "serve_http", lambda options, store: served.append((options, store))
-    )
+    served: list[tuple[http_server.HttpOptions, object, list[Tool]]] = []
+
+    def serve_http(
+        options: http_server.HttpOptions, store: object, *, registry: ToolRegistry
+    ) -> None:
+        served.append((options, store, list(registry)))
+
+    monkeypatch.setattr(http_server, "serve_http", serve_http)
     records = tmp_path / "records.json"
     org_ticket = '{"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}}'
     records.write_text(org_ticket, "utf-8")
@@ -204,7 +213,7 @@ def test_the_options_reach_the_server(
         "--tenant-claim", "org", "--read-scope", "helpdesk.read", "--stateless",
         "--allowed-host", "a.example", "--allowed-host", "b.example:8443",
         "--resource-url", "https://a.example/mcp", "--audit-log", str(tmp_path / "audit"),
-        "--records", str(records),
+        "--records", str(records), "--id-digits", "3",
     ]  # fmt: skip
     assert main(_http(jwks, *extra, address="[::1]:8765")) == 0
     assert main(_http(jwks)) == 0
@@ -221,11 +230,13 @@ def test_the_options_reach_the_server(
                 audit_log=tmp_path / "audit",
             ),
             {"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}},
+            list(REGISTRY),
         ),
         (
             http_server.HttpOptions(
                 host="127.0.0.1", port=0, jwks=jwks, rules=TokenRules(ISSUER, AUDIENCE)
             ),
             fixture_records(),
+            list(REGISTRY),
         ),
     ]

@@ -12,8 +12,14 @@ import importlib.util
 import re
 from pathlib import Path
 
+from ticket_tools.catalog import make_registry
 from ticket_tools.cli.command import CommandError, Commands
-from ticket_tools.cli.stores import add_store_options, open_store
+from ticket_tools.cli.stores import (
+    add_id_digits_option,
+    add_store_options,
+    id_format_of,
+    open_store,
+)
 
 EXTRA = "Needs the mcp extra: pip install 'ticket-tools[mcp]'."
 
@@ -41,6 +47,7 @@ def add_commands(commands: Commands) -> None:
         "--no-read", action="store_true", help="serve a session without read permission"
     )
     add_store_options(stdio)
+    add_id_digits_option(stdio)
     stdio.set_defaults(run=_run_stdio)
 
     http = transports.add_parser(
@@ -111,6 +118,7 @@ def add_commands(commands: Commands) -> None:
         help="append the audit log (one JSON line per tool call) here (default: stderr)",
     )
     add_store_options(http)
+    add_id_digits_option(http)
     http.set_defaults(run=_run_http)
 
 
@@ -142,7 +150,9 @@ def _run_stdio(options: argparse.Namespace) -> int:
     from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
     context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
-    mcp_server.serve(context, open_store(options))
+    id_format = id_format_of(options)
+    store = open_store(options, id_format)
+    mcp_server.serve(context, store, registry=make_registry(id_format))
     return 0
 
 
@@ -169,7 +179,9 @@ def _run_http(options: argparse.Namespace) -> int:
         audit_log=options.audit_log,
     )
     try:
-        http_server.serve_http(settings, open_store(options))
+        id_format = id_format_of(options)
+        store = open_store(options, id_format)
+        http_server.serve_http(settings, store, registry=make_registry(id_format))
     except http_server.ServeError as error:
         raise CommandError(str(error)) from None
     return 0
