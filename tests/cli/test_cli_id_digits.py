@@ -19,7 +19,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import OWNER, READER, PostgresDatabase
-from http_support import HttpServer, Issuer, claims
+from testkit.server import HttpServer
+from testkit.tokens import Issuer, claims
 from ticket_tools import make_registry
 from ticket_tools.cli import main
 from ticket_tools.exports import FORMATS, ExportFormat, export_declarations
