@@ -18,11 +18,11 @@ import signal
 import socket
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-import uvicorn
+from mcp.server import ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
@@ -30,14 +30,15 @@ from pydantic import AnyHttpUrl, ValidationError
 from starlette.applications import Starlette
 
 from ticket_tools.execute import Context
+from ticket_tools.outcome import Outcome
 from ticket_tools.serve.audit import AuditLog
+from ticket_tools.serve.replica import Replica, ReplicaOptions
 from ticket_tools.serve.server import build_server
 from ticket_tools.serve.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 from ticket_tools.store import Records, TicketStore
 
 MCP_PATH = "/mcp"
 LISTEN_BACKLOG = 2048  # uvicorn's own default
-SHUTDOWN_SECONDS = 3  # open streams get this long to finish after SIGINT or SIGTERM
 
 
 class ServeError(Exception):
@@ -64,6 +65,8 @@ class HttpOptions:
     """This endpoint's public URL (default http://HOST:PORT/mcp), named in the metadata."""
     audit_log: Path | None = None
     """Where audit lines go; None: stderr."""
+    replica: ReplicaOptions = field(default_factory=ReplicaOptions)
+    """Store workers and deadline, rate limits, drain, metrics address (docs/operations.md)."""
 
 
 def request_context(rules: TokenRules) -> Context:
@@ -78,6 +81,7 @@ def build_app(
     *,
     netloc: str,
     audit: AuditLog,
+    replica: Replica,
 ) -> Starlette:
     """Return the ASGI app serving the tools at MCP_PATH for the server bound at `netloc`."""
     rules = options.rules
@@ -96,8 +100,17 @@ def build_app(
         allowed_hosts=[netloc, *options.allowed_hosts],
         allowed_origins=[f"http://{netloc}", *(f"https://{h}" for h in options.allowed_hosts)],
     )
-    server = build_server(lambda: request_context(rules), store, observe=audit.observe)
-    return server.streamable_http_app(
+
+    def observe(
+        ctx: ServerRequestContext[Any], name: str, outcome: Outcome | None, seconds: float
+    ) -> None:
+        audit.observe(ctx, name, outcome, seconds)
+        replica.metrics.observe(ctx, name, outcome, seconds)
+
+    server = build_server(
+        lambda: request_context(rules), store, observe=observe, calls=replica.calls
+    )
+    app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         # Tool calls answer at once and send no progress: a JSON body is enough.
         json_response=True,
@@ -106,7 +119,12 @@ def build_app(
         host=options.host,
         auth=auth,
         token_verifier=verifier,
+        custom_starlette_routes=replica.routes(),
     )
+    # The SDK's own count of open sessions (it has no public one).
+    manager = server.session_manager
+    replica.install(app, mcp_path=MCP_PATH, sessions=lambda: len(manager._server_instances))
+    return app
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -127,7 +145,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
-    """Serve the tools over Streamable HTTP until SIGINT or SIGTERM."""
+    """Serve the tools over Streamable HTTP until SIGINT or SIGTERM has drained the server."""
     logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
     try:
         keys = KeySet(options.jwks)
@@ -153,15 +171,9 @@ def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
                     f"cannot open {options.audit_log}: {type(error).__name__}"
                 ) from None
         audit = AuditLog(stream, options.rules)
-        app = build_app(
-            store, JwtVerifier(keys, options.rules), options, netloc=netloc, audit=audit
-        )
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
-        )
+        replica = Replica(store, options.replica, tenant_claim=options.rules.tenant_claim)
+        verifier = JwtVerifier(keys, options.rules)
+        app = build_app(store, verifier, options, netloc=netloc, audit=audit, replica=replica)
         # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler it
         # found: this one, so the process ends with status 0 (and coverage data written).
         for signum in (signal.SIGINT, signal.SIGTERM):
@@ -169,4 +181,4 @@ def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
         print(
             f"ticket-tools: serving MCP on http://{netloc}{MCP_PATH}", file=sys.stderr, flush=True
         )
-        uvicorn.Server(config).run(sockets=[listener])
+        replica.serve(app, listener)
