@@ -74,6 +74,10 @@ class WorkerLimits:
             raise ValueError("timeout must be a positive number of seconds")
 
 
+def _ignore(reason: str) -> None:
+    """Count nothing: the readiness probe's failures show in /readyz instead."""
+
+
 class StoreCalls:
     """Run store calls on bounded worker threads, a share per tenant, each within the deadline."""
 
@@ -109,6 +113,7 @@ class StoreCalls:
         if self._cut_off:
             raise StoreUnavailable("draining")
         counted = tenant is not None  # a tenant's call, not the readiness probe
+        report = self._on_store_error if counted else _ignore
         self.in_flight += counted
         try:
             with self._cancellable():
@@ -116,10 +121,10 @@ class StoreCalls:
                     return await self._call(tenant, work)
             raise StoreUnavailable("draining")  # reached only when `cut_off` cancelled it
         except TimeoutError:
-            self._on_store_error("timeout")
+            report("timeout")
             raise StoreUnavailable("timeout") from None
         except StoreError as error:
-            self._on_store_error(error.reason)
+            report(error.reason)
             if error.reason in RETRYABLE:
                 raise StoreUnavailable("unavailable") from None
             raise
@@ -158,6 +163,10 @@ class StoreCalls:
             if tenant is not None and share is not None:
                 self._forget_idle(tenant, share)
 
+        def answered() -> None:
+            release()
+            done.set()
+
         def in_thread() -> T:
             try:
                 return work()
@@ -165,8 +174,7 @@ class StoreCalls:
                 # The slots go back when the store answers, not when the caller stops
                 # waiting: an overrunning thread still holds its store connection.
                 with suppress(RuntimeError):  # the loop closed: nothing waits any more
-                    loop.call_soon_threadsafe(release)
-                    loop.call_soon_threadsafe(done.set)
+                    loop.call_soon_threadsafe(answered)
 
         try:
             for limiter in (share, self._workers):
