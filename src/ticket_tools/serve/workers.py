@@ -92,7 +92,10 @@ class StoreCalls:
         self._tenants: dict[str, anyio.CapacityLimiter] = {}
         # Not anyio.to_thread: when a wait for it is cancelled it gives its limiter back
         # at once, although the thread still runs, so it cannot bound overrunning threads.
-        self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="ticket-tools-store")
+        # One thread more than the workers: the readiness probe's, so that a probe waiting
+        # on a stalled store never takes a tenant's worker (it still waits for a connection).
+        self._probe = anyio.CapacityLimiter(1)
+        self._pool = ThreadPoolExecutor(limits.workers + 1, thread_name_prefix="ticket-tools-store")
         self._on_store_error = on_store_error
         self._cancels: set[anyio.CancelScope] = set()
         self._cut_off = False
@@ -177,10 +180,9 @@ class StoreCalls:
                     loop.call_soon_threadsafe(answered)
 
         try:
-            for limiter in (share, self._workers):
-                if limiter is not None:
-                    await limiter.acquire_on_behalf_of(borrower)
-                    held.append(limiter)
+            for limiter in (self._probe,) if share is None else (share, self._workers):
+                await limiter.acquire_on_behalf_of(borrower)
+                held.append(limiter)
         except BaseException:
             release()
             raise
