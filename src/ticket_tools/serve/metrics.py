@@ -15,15 +15,8 @@ from collections.abc import Callable
 from typing import Any, Literal, get_args
 
 from mcp.server import ServerRequestContext
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    ProcessCollector,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.exposition import choose_encoder
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -95,10 +88,11 @@ class Metrics:
         )
         # Every series exists from the start, at 0: a rate() over a new label works at once.
         tools = [tool.name for tool in REGISTRY]
-        for tool in [*tools, UNKNOWN_TOOL]:
+        for tool in tools:
             for code in get_args(ResultCode):
-                if tool != UNKNOWN_TOOL or code == "unknown_tool":
+                if code != "unknown_tool":
                     self.calls.labels(tool=tool, code=code)
+        self.calls.labels(tool=UNKNOWN_TOOL, code="unknown_tool")
         for tool in tools:
             self.duration.labels(tool=tool)
         for reason in get_args(StoreErrorReason):
@@ -142,5 +136,6 @@ class Metrics:
         self.ready.set_function(lambda: 1.0 if ready() else 0.0)
 
     async def endpoint(self, request: Request) -> Response:
-        """Serve the metrics in the Prometheus text format."""
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+        """Serve the metrics in the format the scraper asks for (Prometheus text by default)."""
+        encode, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encode(self.registry), headers={"Content-Type": content_type})
