@@ -223,7 +223,8 @@ def main() -> None:
         jwks.write_text(json.dumps(document), encoding="utf-8")
         rules = ["--jwks", str(jwks), "--issuer", ISSUER, "--audience", AUDIENCE]
         serve = [sys.executable, "-m", "ticket_tools.cli", "serve", "http", "127.0.0.1:0", *rules]
-        audit = ["--audit-log", os.devnull]
+        # The rate limits are off: this measures what one replica serves, not what it allows.
+        audit = ["--audit-log", os.devnull, "--tenant-rate", "0", "--subject-rate", "0"]
         baseline_script = str(Path(__file__).with_name("http_baseline.py"))
         baseline_args = [sys.executable, baseline_script, str(jwks), ISSUER, AUDIENCE]
         servers = {

@@ -41,6 +41,8 @@ class Replica:
             "--stateless", "--jwks", str(self._jwks), "--issuer", ISSUER,
             "--audience", AUDIENCE,
             "--audit-log", str(folder / f"audit-{self.number}-{self._generation}.jsonl"),
+            # Capacity is measured here: no rate limit (a load client outpaces an agent).
+            "--tenant-rate", "0", "--subject-rate", "0",
             *self._store_args,
         ]  # fmt: skip
         self.log.write_text("")

@@ -96,9 +96,16 @@ def _started(server: HttpServer) -> Iterator[HttpServer]:
 
 @pytest.fixture(scope="module")
 def server(folder: Path) -> Iterator[HttpServer]:
-    """The shared server: the fixture store, sessions on, one extra allowed Host."""
+    """The shared server: the fixture store, sessions on, one extra allowed Host.
+
+    No rate limits: its concurrency test is a load test, faster than any agent
+    (the limits have their own tests, in test_limits.py).
+    """
     jwks = str(folder / "jwks.json")
-    yield from _started(HttpServer(folder / "main", jwks, "--allowed-host", ALLOWED_HOST))
+    unlimited = ("--tenant-rate", "0", "--subject-rate", "0")
+    yield from _started(
+        HttpServer(folder / "main", jwks, "--allowed-host", ALLOWED_HOST, *unlimited)
+    )
 
 
 @pytest.fixture(scope="module")
