@@ -107,3 +107,35 @@ def test_sigterm_during_a_stall_fails_the_call_past_the_grace_and_exits_0(
         "isError": True,
     }
     assert (audited, exited) == ("unavailable", 0)
+
+
+def test_a_second_sigterm_ends_the_grace_at_once(
+    tmp_path: Path, jwks: Path, pg: PostgresDatabase, idp: Issuer
+) -> None:
+    server = HttpServer(
+        tmp_path, str(jwks), "--stateless", "--postgres", pg.reader,
+        "--store-timeout", "120", "--grace", "120",
+    )  # fmt: skip
+    base, alice = origin(server.url), idp.sign(claims("alpha", "alice"))
+    with ThreadPoolExecutor(1) as pool:
+        with locked_table(pg.superuser):
+            in_flight = pool.submit(request, server.url, rpc("tools/call", {"name": "get_ticket",
+                                    "arguments": GET_104}), bearer=alice)  # fmt: skip
+            wait_until(lambda: metric(base, "ticket_tools_store_calls_in_flight") == 1, "in flight")
+            server.process.send_signal(signal.SIGTERM)
+            assert _ready(base) == DRAINING
+            server.process.send_signal(signal.SIGTERM)
+            # The grace ends at once: the call is answered unavailable, the table still locked.
+            _, _, body = in_flight.result()
+            assert json.loads(body)["result"]["structuredContent"]["detail"] == CUT_OFF
+            wait_until(lambda: _refused(base), "the listener closed")
+        # The stalled thread ends with the lock; then the process exits, still with 0.
+        assert server.process.wait(timeout=STOP_TIMEOUT_SECONDS) == 0
+
+
+def _refused(base: str) -> bool:
+    try:
+        request(f"{base}/healthz", timeout=5)
+    except OSError:
+        return True
+    return False

@@ -8,12 +8,11 @@ app's lifespan; `serve` runs uvicorn so that SIGTERM drains:
 2. the tool calls in flight finish, for at most `grace_seconds`; past it, those still
    waiting on the store fail as unavailable (retry on another replica);
 3. then uvicorn stops: the listener closes, open responses get SHUTDOWN_SECONDS to end,
-   and the process exits with status 0. A second SIGTERM or SIGINT stops it at once.
+   and the process exits with status 0. A second SIGTERM or SIGINT ends the grace at once.
 """
 
 from __future__ import annotations
 
-import signal
 import socket
 import sys
 import time
@@ -115,6 +114,10 @@ class Replica:
         self.readiness.draining = True
         self._drain_ends = time.monotonic() + self.options.grace_seconds
 
+    def end_grace(self) -> None:
+        """End the drain's grace now: calls still waiting are answered unavailable."""
+        self._drain_ends = time.monotonic()
+
     def drained(self) -> bool:
         """Say whether the drain is over: no call in flight (those past the grace are cut off)."""
         if self._drain_ends is None:
@@ -157,11 +160,13 @@ class _DrainingServer(uvicorn.Server):
         self._replica = replica
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        """Begin the drain on the first signal; on a second one, stop as uvicorn does."""
+        """Begin the drain on the first signal; a second one ends its grace at once."""
+        # Only flags here: the next tick (on the event loop, not in a signal handler)
+        # cuts off what still waits.
         if self._replica.readiness.draining:
-            super().handle_exit(signal.SIGINT, frame)  # uvicorn's "force exit"
-            return
-        self._replica.begin_drain()
+            self._replica.end_grace()
+        else:
+            self._replica.begin_drain()
 
     async def on_tick(self, counter: int) -> bool:
         """Stop serving once the drain is over (uvicorn asks every 0.1 s)."""
