@@ -1,4 +1,4 @@
-"""One `serve --http --stateless` replica on PostgreSQL on a bad day: a noisy neighbour, a stall.
+"""One `serve http --stateless` replica on PostgreSQL on a bad day: a noisy neighbour, a stall.
 
 A throwaway cluster (tests/postgres_cluster.py) holds tenant Q (1,000 tickets) and tenant H
 (HEAVY_TICKETS tickets). Plain HTTP/1.1 clients on kept-alive connections (the SDK client

@@ -55,8 +55,14 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_store(options: argparse.Namespace) -> Records | TicketStore:
-    """Open the store the options name (`add_store_options`); the fixture store by default."""
+def open_store(
+    options: argparse.Namespace, *, timeout: float | None = None, connections: int | None = None
+) -> Records | TicketStore:
+    """Open the store the options name (`add_store_options`); the fixture store by default.
+
+    `timeout` and `connections` size a PostgreSQL store: its statement and pool timeouts,
+    and its pool (`serve http` gives its deadline per call and its store workers).
+    """
     if options.db is not None:
         return SQLiteStore.open(options.db)
     if options.records is not None:
@@ -67,7 +73,9 @@ def open_store(options: argparse.Namespace) -> Records | TicketStore:
     _require_postgres()
     from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
 
-    return PostgresStore.open(dsn)
+    if timeout is None or connections is None:
+        return PostgresStore.open(dsn)
+    return PostgresStore.open(dsn, timeout=timeout, max_connections=connections)
 
 
 def add_commands(commands: Commands) -> None:
