@@ -48,15 +48,20 @@ OWNER, READER = "ticket_owner", "ticket_reader"
 
 def _records() -> dict[str, dict[str, str]]:
     records = {}
-    for tenant, count in (("q", LIGHT_TICKETS), ("h", HEAVY_TICKETS)):
-        for n in range(count):
-            ticket_id = f"TKT-{n:06d}"
-            records[f"{tenant}:{ticket_id}"] = {
-                "id": ticket_id,
-                "title": f"{tenant} login issue {n}",
-                "status": "open" if n % 2 else "closed",
-            }
+    for n in range(LIGHT_TICKETS):
+        ticket_id = f"TKT-{n:03d}"
+        status = "open" if n % 2 else "closed"
+        records[f"q:{ticket_id}"] = {"id": ticket_id, "title": f"login {n}", "status": status}
     return records
+
+
+# A records file holds at most 1,000 tickets a tenant (TKT-000..999): H's rows are
+# inserted by the owner, under H's policy, with longer ids.
+_HEAVY_SQL = """
+INSERT INTO tickets (tenant, id, title, status, title_lower)
+SELECT 'h', 'TKT-' || lpad(n::text, 6, '0'), 'Login issue ' || n, 'open', 'login issue ' || n
+FROM generate_series(1, %s) AS n
+"""
 
 
 class Client:
@@ -88,7 +93,7 @@ def _call(name: str, args: dict[str, object]) -> dict[str, object]:
 
 
 LIST: dict[str, object] = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-GET = _call("get_ticket", {"ticket_id": "TKT-000104"})
+GET = _call("get_ticket", {"ticket_id": "TKT-104"})
 HEAVY = _call("search_tickets", {"query": "no such words", "limit": 10})
 
 
@@ -155,6 +160,10 @@ def main() -> int:
             connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
         with psycopg.connect(cluster.dsn(OWNER, "tickets")) as connection:
             import_records(connection, _records(), grant_to=READER)
+            connection.execute("SELECT set_config('app.tenant', 'h', false)")
+            connection.execute(_HEAVY_SQL, (HEAVY_TICKETS,))
+            connection.commit()
+            connection.execute("ANALYZE tickets")
         reader, superuser = cluster.dsn(READER, "tickets"), cluster.dsn(dbname="tickets")
         _noisy_neighbour(folder, idp, reader)
         _stall(folder, idp, reader, superuser)

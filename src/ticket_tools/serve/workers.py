@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import queue
+import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import Literal, TypeVar
+from functools import partial
+from typing import Literal, NoReturn, TypeVar
 
 import anyio
 
@@ -92,10 +94,12 @@ class StoreCalls:
         self._tenants: dict[str, anyio.CapacityLimiter] = {}
         # Not anyio.to_thread: when a wait for it is cancelled it gives its limiter back
         # at once, although the thread still runs, so it cannot bound overrunning threads.
+        # Not a ThreadPoolExecutor: its threads are joined at exit, so a thread stuck on a
+        # stalled store would hold the exit after a drain.
         # One thread more than the workers: the readiness probe's, so that a probe waiting
         # on a stalled store never takes a tenant's worker (it still waits for a connection).
         self._probe = anyio.CapacityLimiter(1)
-        self._pool = ThreadPoolExecutor(limits.workers + 1, thread_name_prefix="ticket-tools-store")
+        self._pool = _DaemonPool(limits.workers + 1)
         self._on_store_error = on_store_error
         self._cancels: set[anyio.CancelScope] = set()
         self._cut_off = False
@@ -136,7 +140,7 @@ class StoreCalls:
 
     def close(self) -> None:
         """Let the worker threads end once their calls do (they never outlive the store's)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.close()
 
     def cut_off(self) -> None:
         """Fail every call still waiting, and every later one, as unavailable (end of a drain)."""
@@ -170,9 +174,14 @@ class StoreCalls:
             release()
             done.set()
 
-        def in_thread() -> T:
+        answer: list[Callable[[], T]] = []
+
+        def in_thread() -> None:
             try:
-                return work()
+                value = work()
+                answer.append(lambda: value)
+            except Exception as error:  # raised again in the caller's task
+                answer.append(partial(_raise, error))
             finally:
                 # The slots go back when the store answers, not when the caller stops
                 # waiting: an overrunning thread still holds its store connection.
@@ -189,9 +198,9 @@ class StoreCalls:
         # Submitted with no await in between: once the slots are held, the work runs and
         # gives them back, whatever happens to this task. A held worker means an idle
         # thread (or one about to be), so the pool never queues behind a stalled call.
-        future = self._pool.submit(in_thread)
+        self._pool.submit(in_thread)
         await done.wait()
-        return future.result()
+        return answer[0]()
 
     def _forget_idle(self, tenant: str, share: anyio.CapacityLimiter) -> None:
         # A tenant's limiter lives while it has calls: the map never grows with past tenants.
@@ -206,3 +215,48 @@ class StoreCalls:
         if share is None:
             share = self._tenants[tenant] = anyio.CapacityLimiter(self.limits.tenant_calls)
         return share
+
+
+def _raise(error: Exception) -> NoReturn:
+    raise error
+
+
+class _DaemonPool:
+    """At most `size` daemon threads running submitted jobs; the process never waits for them."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+        self._pending = 0
+
+    def submit(self, job: Callable[[], None]) -> None:
+        """Run `job` on an idle thread, or a new one while fewer than `size` run."""
+        with self._lock:
+            self._pending += 1
+            start = self._pending > self._idle and self._threads < self._size
+            self._threads += start
+        if start:
+            threading.Thread(target=self._serve, name="ticket-tools-store", daemon=True).start()
+        self._jobs.put(job)
+
+    def close(self) -> None:
+        """Let every thread end once it is idle."""
+        with self._lock:
+            threads = self._threads
+        for _ in range(threads):
+            self._jobs.put(None)
+
+    def _serve(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            job = self._jobs.get()
+            with self._lock:
+                self._idle -= 1
+                self._pending -= 1
+            if job is None:
+                return
+            job()
