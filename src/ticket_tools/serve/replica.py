@@ -67,6 +67,7 @@ class Replica:
         self.readiness = Readiness(store, self.calls)
         self._tenant_claim = tenant_claim
         self._drain_ends: float | None = None
+        self._on_shutdown: list[Callable[[], None]] = []
 
     def routes(self) -> list[Route]:
         """Return the probe routes, and /metrics unless it has an address of its own."""
@@ -106,6 +107,8 @@ class Replica:
                 yield state
                 group.cancel_scope.cancel()
             self.calls.close()
+            for stop in self._on_shutdown:
+                stop()
 
         app.router.lifespan_context = lifespan
 
@@ -144,12 +147,10 @@ class Replica:
                 file=sys.stderr,
                 flush=True,
             )
-        try:
-            _DrainingServer(config, self).run(sockets=[listener])
-        finally:
-            if metrics_server is not None:
-                metrics_server.shutdown()
-                metrics_server.server_close()
+            # Stopped with the app (its lifespan's end), still inside uvicorn's run.
+            self._on_shutdown.append(metrics_server.shutdown)
+            self._on_shutdown.append(metrics_server.server_close)
+        _DrainingServer(config, self).run(sockets=[listener])
 
 
 class _DrainingServer(uvicorn.Server):
