@@ -240,3 +240,54 @@ def test_the_options_reach_the_server(
             list(REGISTRY),
         ),
     ]
+
+
+def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, jwks: str) -> None:
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve.limits import RateLimits  # noqa: PLC0415
+    from ticket_tools.serve.replica import ReplicaOptions  # noqa: PLC0415
+    from ticket_tools.serve.workers import WorkerLimits  # noqa: PLC0415
+
+    served: list[object] = []
+    monkeypatch.setattr(
+        http_server, "serve_http", lambda options, store: served.append(options.replica)
+    )
+    extra = [
+        "--store-timeout", "0.5", "--store-workers", "8", "--tenant-calls", "3",
+        "--tenant-rate", "0", "--subject-rate", "2.5", "--grace", "10",
+        "--metrics", "127.0.0.1:9108",
+    ]  # fmt: skip
+    assert main(_http(jwks, *extra)) == 0
+    assert served == [
+        ReplicaOptions(
+            workers=WorkerLimits(workers=8, tenant_calls=3, timeout=0.5),
+            rates=RateLimits(tenant_rate=0, subject_rate=2.5),
+            grace_seconds=10,
+            metrics_address=("127.0.0.1", 9108),
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "rule"),
+    [
+        pytest.param("--store-timeout", "0", "expected seconds above 0, e.g. 2.5", id="timeout-0"),
+        pytest.param("--grace", "inf", "expected seconds above 0, e.g. 2.5", id="grace-inf"),
+        pytest.param("--grace", "soon", "expected seconds above 0, e.g. 2.5", id="grace-word"),
+        pytest.param("--store-workers", "0", "expected a whole number from 1", id="workers-0"),
+        pytest.param("--tenant-calls", "1.5", "expected a whole number from 1", id="calls-1.5"),
+        pytest.param(
+            "--tenant-rate", "-1", "expected calls per second, 0 for no limit", id="rate-negative"
+        ),
+        pytest.param(
+            "--subject-rate", "many", "expected calls per second, 0 for no limit", id="rate-word"
+        ),
+    ],
+)
+def test_a_bad_replica_option_is_a_usage_error(
+    capsys: Captured, jwks: str, flag: str, value: str, rule: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(_http(jwks, flag, value))
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(f"argument {flag}: {rule}\n")

@@ -93,11 +93,17 @@ def _id_digits(text: str) -> int:
 
 
 def open_store(
-    options: argparse.Namespace, id_format: IdFormat = ID_FORMAT
+    options: argparse.Namespace,
+    id_format: IdFormat = ID_FORMAT,
+    *,
+    timeout: float | None = None,
+    connections: int | None = None,
 ) -> Records | TicketStore:
     """Open the store the options name (`add_store_options`); the fixture store by default.
 
     A records file is checked, and a database opened, for ticket IDs of `id_format`.
+    `timeout` and `connections` size a PostgreSQL store: its statement and pool timeouts,
+    and its pool (`serve http` gives its deadline per call and its store workers).
     """
     if options.db is not None:
         return SQLiteStore.open(options.db, id_format=id_format)
@@ -109,7 +115,11 @@ def open_store(
     _require_postgres()
     from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
 
-    return PostgresStore.open(dsn, id_format=id_format)
+    if timeout is None or connections is None:
+        return PostgresStore.open(dsn, id_format=id_format)
+    return PostgresStore.open(
+        dsn, id_format=id_format, timeout=timeout, max_connections=connections
+    )
 
 
 def add_commands(commands: Commands) -> None:
