@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from testkit.server import ServerProcess, serve_http_command
+from testkit.server import NO_RATE_LIMITS, ServerProcess, serve_http_command
 from testkit.tokens import AUDIENCE, ISSUER, Issuer
 
 PROTOCOL = "2025-11-25"
@@ -162,7 +162,9 @@ def main() -> None:
         baseline = [sys.executable, baseline_script, str(jwks), ISSUER, AUDIENCE]
         servers = {
             "ticket-tools": ServerProcess(
-                serve_http_command(jwks, "--audit-log", os.devnull), folder / "tt.txt"
+                # Rate limits off: this measures what one replica serves, not what it allows.
+                serve_http_command(jwks, "--audit-log", os.devnull, *NO_RATE_LIMITS),
+                folder / "tt.txt",
             ),
             "MCPServer": ServerProcess(baseline, folder / "base.txt"),
         }

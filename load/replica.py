@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from load.supervise import Supervisor, cpu_seconds, rss_kib
-from testkit.server import serve_http_command, wait_for_address
+from testkit.server import NO_RATE_LIMITS, serve_http_command, wait_for_address
 
 
 class Replica:
@@ -33,7 +33,7 @@ class Replica:
         folder = self._supervisor.folder
         audit = folder / f"audit-{self.number}-{self._generation}.jsonl"
         args = serve_http_command(
-            self._jwks, "--stateless", "--audit-log", str(audit), *self._store_args
+            self._jwks, "--stateless", "--audit-log", str(audit), *NO_RATE_LIMITS, *self._store_args
         )
         self.log.write_text("")
         self.process = self._supervisor.start(args, log=self.log)

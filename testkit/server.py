@@ -27,6 +27,11 @@ STOP_TIMEOUT_SECONDS = 30.0
 POLL_SECONDS = 0.05
 
 
+# Benchmarks and load runs measure what a replica serves, not what it allows an agent: they
+# turn the per-tenant and per-subject rate limits off.
+NO_RATE_LIMITS = ("--tenant-rate", "0", "--subject-rate", "0")
+
+
 def serve_http_command(jwks: Path | str, *extra: str) -> list[str]:
     """Return the command that serves MCP over HTTP, trusting `jwks` and testkit's issuer."""
     return [

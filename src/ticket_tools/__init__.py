@@ -1,6 +1,7 @@
 """Read-only help-desk ticket tools for a language-model assistant."""
 
 from ticket_tools.arguments import Arg, ArgError
+from ticket_tools.catalog import make_registry
 from ticket_tools.execute import Context, execute_tool, run_tool
 from ticket_tools.exports import tool_declarations
 from ticket_tools.filters import TicketFilter
@@ -8,7 +9,7 @@ from ticket_tools.fixtures import fixture_records
 from ticket_tools.outcome import Code, Outcome
 from ticket_tools.registry import Tool, ToolRegistry
 from ticket_tools.store import DictStore, Records, StoreError, TicketStore
-from ticket_tools.tickets import Ticket
+from ticket_tools.tickets import IdFormat, Ticket
 
 __all__ = [
     "Arg",
@@ -16,6 +17,7 @@ __all__ = [
     "Code",
     "Context",
     "DictStore",
+    "IdFormat",
     "Outcome",
     "Records",
     "StoreError",
@@ -26,6 +28,7 @@ __all__ = [
     "ToolRegistry",
     "execute_tool",
     "fixture_records",
+    "make_registry",
     "run_tool",
     "tool_declarations",
 ]

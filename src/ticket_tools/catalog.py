@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from ticket_tools.registry import ToolRegistry
+from ticket_tools.tickets import ID_FORMAT, IdFormat
 from ticket_tools.tools import get_ticket, search_tickets
 
-REGISTRY = ToolRegistry(
-    [
-        get_ticket.TOOL,
-        search_tickets.TOOL,
-    ]
-)
+
+def make_registry(id_format: IdFormat = ID_FORMAT) -> ToolRegistry:
+    """Build the registry of every tool, declared for ticket IDs of `id_format`."""
+    return ToolRegistry(
+        [
+            get_ticket.make_tool(id_format),
+            search_tickets.make_tool(id_format),
+        ]
+    )
+
+
+REGISTRY = make_registry()
+"""The brief's tools, for TKT- and three digits: what `execute_tool` runs."""

@@ -438,7 +438,7 @@ def test_declarations_print_non_ascii_as_is(
     # Today's declarations are ASCII; a description in another language must print as written.
     monkeypatch.setattr(
         "ticket_tools.cli.tools.export_declarations",
-        lambda fmt: [{"name": fmt, "description": "Été"}],
+        lambda fmt, registry: [{"name": fmt, "description": "Été"}],
     )
     status, out, err = run(["declarations", "--format", "mcp"], capsys)
     assert (status, err) == (0, "")

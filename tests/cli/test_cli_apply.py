@@ -35,6 +35,8 @@ from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.schema import describe
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
+from ticket_tools.tickets import ID_FORMAT
+from wide_ids import SIX, widened
 
 Captured = pytest.CaptureFixture[str]
 # Only reached when something is broken: how long a test waits for a subprocess.
@@ -260,6 +262,8 @@ def test_progress_is_drawn_at_most_once_a_second() -> None:
 
 class RecordingWriter:
     """A writer that applies nothing and records each batch."""
+
+    id_format = ID_FORMAT
 
     def __init__(self) -> None:
         self.batches: list[list[Change]] = []
@@ -595,3 +599,57 @@ def test_kill_9_mid_feed_then_the_same_feed_again_on_postgres(
     run_whole_feed()
     assert pg_dump(pg["super"]) == interrupted
     assert len(interrupted[0]) > 10
+
+
+def test_apply_with_id_digits_on_sqlite(tmp_path: Path, capsys: Captured) -> None:
+    db = tmp_path / "six.sqlite"
+    write_database(db, widened(SIX), id_format=SIX)
+    feed = write_feed(
+        tmp_path / "changes.jsonl",
+        [
+            upsert("alpha:TKT-000101", 5, "Login works again", "closed"),
+            delete("alpha:TKT-000102", 1),
+        ],
+    )
+    # Without --id-digits the store is refused before any line is read.
+    assert main(["apply", str(feed), "--db", str(db)]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ticket-tools: {db} holds ticket IDs of 6 digits, not 3: use --id-digits 6\n",
+    )
+    assert main(["apply", str(feed), "--db", str(db), "--id-digits", "6"]) == 0
+    assert capsys.readouterr() == (
+        f"applied 2 changes from {feed} to {db}: 1 upserted, 1 deleted, 0 stale\n",
+        "",
+    )
+    tickets, tombstones = dump(db)
+    assert tickets[:2] == [
+        ("alpha", "TKT-000101", "Login works again", "closed", 5),
+        ("alpha", "TKT-000104", "Settings crash", "open", 0),
+    ]
+    assert tombstones == [("alpha", "TKT-000102", 1)]
+    # A line whose id has another width is refused by number and rule.
+    narrow = write_feed(tmp_path / "narrow.jsonl", [upsert("alpha:TKT-101", 9)])
+    assert main(["apply", str(narrow), "--db", str(db), "--id-digits", "6"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ticket-tools: {narrow} line 1: the id is not TKT- followed by exactly six digits\n",
+    )
+
+
+def test_apply_with_id_digits_on_postgres(
+    postgres_database: PostgresDatabase, scratch: str, tmp_path: Path, capsys: Captured
+) -> None:
+    owner = postgres_database.cluster.dsn(OWNER, scratch)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, widened(SIX), grant_to=READER, id_format=SIX)
+    feed = write_feed(tmp_path / "changes.jsonl", [delete("alpha:TKT-000102", 1)])
+    assert main(["apply", str(feed), "--postgres", owner]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ticket-tools: {describe(owner)} holds ticket IDs of 6 digits, not 3: use --id-digits 6\n",
+    )
+    assert main(["apply", str(feed), "--postgres", owner, "--id-digits", "6"]) == 0
+    assert capsys.readouterr().out == (
+        f"applied 1 changes from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
+    )

@@ -90,7 +90,7 @@ UNUSABLE = {
     "missing": "no database at {db}",
     "locked": "{db} is locked by another connection; try again",
     "not-sqlite": "{db} is not an SQLite database",
-    "wrong-schema": "{db} is not a ticket database of schema version 3: "
+    "wrong-schema": "{db} is not a ticket database of schema version 4: "
     "it was not made by ticket-tools import",
     "folder": "cannot read {db}: it is a folder",
 }
@@ -287,7 +287,9 @@ def wait_in_the_transaction(done, total):
     print("half-built", flush=True)
     time.sleep(60)
 
-sqlite_import.insert_rows = lambda c, rows, _: insert_rows(c, rows, wait_in_the_transaction)
+sqlite_import.insert_rows = lambda c, rows, _, **kw: insert_rows(
+    c, rows, wait_in_the_transaction, **kw
+)
 sys.exit(cli.main(sys.argv[1:]))
 """
 

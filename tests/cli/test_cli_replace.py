@@ -14,6 +14,7 @@ from ticket_tools.cli import main
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.schema import describe
 from ticket_tools.stores.sqlite.importer import write_database
+from wide_ids import SIX, widened
 
 Captured = pytest.CaptureFixture[str]
 NEW = {"alpha:TKT-300": {"id": "TKT-300", "title": "new", "status": "open", "note": "x"}}
@@ -93,3 +94,41 @@ def test_a_malformed_records_file_replaces_nothing(tmp_path: Path, capsys: Captu
         "the id is not TKT- followed by exactly three digits\n"
     )
     assert _search(capsys, "--db", str(db))["tickets"][0]["id"] == "TKT-101"  # type: ignore[index]
+
+
+def test_replace_with_id_digits(
+    postgres_database: PostgresDatabase, scratch: str, tmp_path: Path, capsys: Captured
+) -> None:
+    wide = tmp_path / "wide.json"
+    wide.write_text(json.dumps(widened(SIX, NEW)), encoding="utf-8")
+    db = tmp_path / "six.sqlite"
+    write_database(db, widened(SIX), id_format=SIX)
+    owner = postgres_database.cluster.dsn(OWNER, scratch)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, widened(SIX), grant_to=READER, id_format=SIX)
+    reader = postgres_database.cluster.dsn(READER, scratch)
+    for store, source in ((["--db", str(db)], str(db)), (["--postgres", owner], describe(owner))):
+        # The records are checked at the width named; the store is refused at another width.
+        assert main(["import", str(wide), "--replace", *store]) == 2
+        assert capsys.readouterr().err == (
+            f"ticket-tools: {wide}: record 1 (in file order): "
+            "the id is not TKT- followed by exactly three digits\n"
+        )
+        assert main(["import", str(new_records_of(tmp_path)), "--replace", *store]) == 2
+        assert capsys.readouterr().err == (
+            f"ticket-tools: {source} holds ticket IDs of 6 digits, not 3: use --id-digits 6\n"
+        )
+        assert main(["import", str(wide), "--replace", *store, "--id-digits", "6"]) == 0
+        assert capsys.readouterr() == (f"replaced the tickets of {source} with 1\n", "")
+    for store in (["--db", str(db)], ["--postgres", reader]):
+        assert _search(capsys, *store, "--id-digits", "6") == {
+            "ok": True,
+            "tickets": [{"id": "TKT-000300", "title": "new", "status": "open"}],
+            "next_cursor": None,
+        }
+
+
+def new_records_of(tmp_path: Path) -> Path:
+    path = tmp_path / "narrow.json"
+    path.write_text(json.dumps(NEW), encoding="utf-8")
+    return path

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from testkit.tokens import AUDIENCE, ISSUER, Issuer
-from ticket_tools import fixture_records
+from ticket_tools import Tool, ToolRegistry, fixture_records
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
 
 Captured = pytest.CaptureFixture[str]
@@ -62,13 +63,17 @@ def test_stdio_hands_the_session_and_store_to_the_mcp_server(
 ) -> None:
     from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
-    served: list[tuple[object, object]] = []
-    monkeypatch.setattr(mcp_server, "serve", lambda *args: served.append(args))
+    served: list[tuple[object, object, list[Tool]]] = []
+
+    def serve(context: object, store: object, *, registry: ToolRegistry) -> None:
+        served.append((context, store, list(registry)))
+
+    monkeypatch.setattr(mcp_server, "serve", serve)
     records = {"beta:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"}}
     path = tmp_path / "records.json"
     path.write_text(json.dumps(records), "utf-8")
     assert main(["serve", "stdio", "--tenant", "beta", *flags, "--records", str(path)]) == 0
-    assert served == [(context, records)]
+    assert served == [(context, records, list(REGISTRY))]
 
 
 def test_serve_needs_a_transport(capsys: Captured) -> None:
@@ -193,10 +198,14 @@ def test_the_options_reach_the_server(
     from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
     from ticket_tools.serve.tokens import TokenRules  # noqa: PLC0415
 
-    served: list[tuple[http_server.HttpOptions, object]] = []
-    monkeypatch.setattr(
-        http_server, "serve_http", lambda options, store: served.append((options, store))
-    )
+    served: list[tuple[http_server.HttpOptions, object, list[Tool]]] = []
+
+    def serve_http(
+        options: http_server.HttpOptions, store: object, *, registry: ToolRegistry
+    ) -> None:
+        served.append((options, store, list(registry)))
+
+    monkeypatch.setattr(http_server, "serve_http", serve_http)
     records = tmp_path / "records.json"
     org_ticket = '{"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}}'
     records.write_text(org_ticket, "utf-8")
@@ -204,7 +213,7 @@ def test_the_options_reach_the_server(
         "--tenant-claim", "org", "--read-scope", "helpdesk.read", "--stateless",
         "--allowed-host", "a.example", "--allowed-host", "b.example:8443",
         "--resource-url", "https://a.example/mcp", "--audit-log", str(tmp_path / "audit"),
-        "--records", str(records),
+        "--records", str(records), "--id-digits", "3",
     ]  # fmt: skip
     assert main(_http(jwks, *extra, address="[::1]:8765")) == 0
     assert main(_http(jwks)) == 0
@@ -221,11 +230,64 @@ def test_the_options_reach_the_server(
                 audit_log=tmp_path / "audit",
             ),
             {"org:TKT-001": {"id": "TKT-001", "title": "T", "status": "open"}},
+            list(REGISTRY),
         ),
         (
             http_server.HttpOptions(
                 host="127.0.0.1", port=0, jwks=jwks, rules=TokenRules(ISSUER, AUDIENCE)
             ),
             fixture_records(),
+            list(REGISTRY),
         ),
     ]
+
+
+def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, jwks: str) -> None:
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve.limits import RateLimits  # noqa: PLC0415
+    from ticket_tools.serve.replica import ReplicaOptions  # noqa: PLC0415
+    from ticket_tools.serve.workers import WorkerLimits  # noqa: PLC0415
+
+    served: list[object] = []
+    monkeypatch.setattr(
+        http_server, "serve_http", lambda options, store: served.append(options.replica)
+    )
+    extra = [
+        "--store-timeout", "0.5", "--store-workers", "8", "--tenant-calls", "3",
+        "--tenant-rate", "0", "--subject-rate", "2.5", "--grace", "10",
+        "--metrics", "127.0.0.1:9108",
+    ]  # fmt: skip
+    assert main(_http(jwks, *extra)) == 0
+    assert served == [
+        ReplicaOptions(
+            workers=WorkerLimits(workers=8, tenant_calls=3, timeout=0.5),
+            rates=RateLimits(tenant_rate=0, subject_rate=2.5),
+            grace_seconds=10,
+            metrics_address=("127.0.0.1", 9108),
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "rule"),
+    [
+        pytest.param("--store-timeout", "0", "expected seconds above 0, e.g. 2.5", id="timeout-0"),
+        pytest.param("--grace", "inf", "expected seconds above 0, e.g. 2.5", id="grace-inf"),
+        pytest.param("--grace", "soon", "expected seconds above 0, e.g. 2.5", id="grace-word"),
+        pytest.param("--store-workers", "0", "expected a whole number from 1", id="workers-0"),
+        pytest.param("--tenant-calls", "1.5", "expected a whole number from 1", id="calls-1.5"),
+        pytest.param(
+            "--tenant-rate", "-1", "expected calls per second, 0 for no limit", id="rate-negative"
+        ),
+        pytest.param(
+            "--subject-rate", "many", "expected calls per second, 0 for no limit", id="rate-word"
+        ),
+    ],
+)
+def test_a_bad_replica_option_is_a_usage_error(
+    capsys: Captured, jwks: str, flag: str, value: str, rule: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(_http(jwks, flag, value))
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(f"argument {flag}: {rule}\n")

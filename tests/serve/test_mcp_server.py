@@ -29,6 +29,7 @@ import ticket_tools.serve
 from expected import UNKNOWN_TOOL_DETAIL
 from ticket_tools import execute_tool, fixture_records, run_tool
 from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
 from ticket_tools.exports import export_declarations
 from ticket_tools.filters import TicketFilter
@@ -807,8 +808,8 @@ def test_serve_logs_to_stderr_and_runs_the_session_over_stdio(
         async def run(self, read: object, write: object, options: object) -> None:
             seen["run"] = (read, write, options)
 
-    def fake_build_server(context: object, store: object) -> FakeServer:
-        seen["built"] = (context, store)
+    def fake_build_server(context: object, store: object, *, registry: object) -> FakeServer:
+        seen["built"] = (context, store, registry)
         return FakeServer()
 
     @asynccontextmanager
@@ -829,6 +830,6 @@ def test_serve_logs_to_stderr_and_runs_the_session_over_stdio(
         pool.submit(mcp_server.serve, BETA, records).result()
     assert seen == {
         "logging": {"level": logging.WARNING, "format": "ticket-tools: %(levelname)s %(message)s"},
-        "built": (BETA, records),
+        "built": (BETA, records, REGISTRY),
         "run": ("stdin", "stdout", "options"),
     }

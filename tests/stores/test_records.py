@@ -6,8 +6,9 @@ from typing import cast
 
 import pytest
 
-from ticket_tools import Records, fixture_records
+from ticket_tools import IdFormat, Records, fixture_records
 from ticket_tools.stores.records import RecordsError, StoredRow, is_text, record_rows
+from wide_ids import SIX, wide_id_of, widened
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 FIELDS_RULE = "id, title and status must be strings of valid Unicode"
@@ -157,3 +158,54 @@ def test_the_fixture_records_follow_the_rules() -> None:
 )
 def test_is_text(value: object, expected: bool) -> None:
     assert is_text(value) is expected
+
+
+@pytest.mark.parametrize(
+    ("digits", "ticket_id", "rule"),
+    [
+        pytest.param(
+            6, "TKT-104", "the id is not TKT- followed by exactly six digits", id="six-given-three"
+        ),
+        pytest.param(
+            6,
+            "TKT-0001040",
+            "the id is not TKT- followed by exactly six digits",
+            id="six-given-seven",
+        ),
+        pytest.param(
+            6,
+            "TKT-00010\u0664",
+            "the id is not TKT- followed by exactly six digits",
+            id="six-given-arabic-digit",
+        ),
+        pytest.param(3, "TKT-000104", ID_RULE, id="three-given-six"),
+        pytest.param(
+            18,
+            "TKT-00000000000000104",
+            "the id is not TKT- followed by exactly eighteen digits",
+            id="eighteen-given-seventeen",
+        ),
+    ],
+)
+def test_a_record_of_another_width_is_refused(digits: int, ticket_id: str, rule: str) -> None:
+    # All ids of a deployment have one width, so string order stays numeric order.
+    width = IdFormat(digits)
+    first = "TKT-" + "1".zfill(digits)
+    records = {
+        f"alpha:{first}": {"id": first, "title": "t", "status": "open"},
+        f"alpha:{ticket_id}": {"id": ticket_id, "title": "t", "status": "open"},
+    }
+    with pytest.raises(RecordsError) as raised:
+        record_rows(records, id_format=width)
+    assert str(raised.value) == f"record 2 (in file order): {rule}"
+
+
+def test_six_digit_records_follow_the_rules_of_six_digits() -> None:
+    assert record_rows(widened(SIX), id_format=SIX)[:3] == [
+        StoredRow("alpha", "TKT-000104", "Settings crash", "open"),
+        StoredRow("beta", "TKT-000104", "Private billing issue", "closed"),
+        StoredRow("alpha", "TKT-000112", "Settings page shows wrong time zone", "open"),
+    ]
+    assert record_rows(widened(SIX), id_format=SIX) == [
+        row._replace(id=wide_id_of(SIX, row.id)) for row in record_rows(fixture_records())
+    ]

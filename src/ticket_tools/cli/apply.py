@@ -21,8 +21,15 @@ from typing import BinaryIO, Protocol, TextIO, cast
 
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import os_reason
-from ticket_tools.cli.stores import POSTGRES_ENV, postgres_dsn, require_postgres
+from ticket_tools.cli.stores import (
+    POSTGRES_ENV,
+    add_id_digits_option,
+    id_format_of,
+    postgres_dsn,
+    require_postgres,
+)
 from ticket_tools.stores.feed import MAX_LINE_BYTES, Change, Counts, FeedError, parse_change
+from ticket_tools.tickets import IdFormat
 
 # A batch is committed at this many changes: large enough that a commit's cost is
 # shared by many changes, small enough that a batch's transaction stays short.
@@ -38,6 +45,9 @@ PROGRESS_SECONDS = 1.0
 
 class FeedWriter(Protocol):
     """What `apply` writes through: SQLiteWriter or PostgresWriter."""
+
+    id_format: IdFormat
+    """The ticket-ID width of the store: every line's ids are checked against it."""
 
     def check(self, change: Change) -> None:
         """Raise FeedError if this store cannot hold `change`."""
@@ -145,7 +155,7 @@ def _apply_lines(
         if not line.strip():
             continue  # a blank line, such as one at the very end
         try:
-            change = parse_change(line.removesuffix(b"\n"))
+            change = parse_change(line.removesuffix(b"\n"), id_format=writer.id_format)
             writer.check(change)
         except FeedError as error:
             commit()
@@ -229,6 +239,7 @@ def add_commands(commands: Commands) -> None:
         help="a PostgreSQL ticket database, connecting as the tables' owner or the writer "
         f"role (default: ${POSTGRES_ENV})",
     )
+    add_id_digits_option(apply)
     apply.set_defaults(run=run_apply)
 
 
@@ -248,7 +259,7 @@ def run_apply(options: argparse.Namespace) -> int:
         require_postgres()  # says how to install the extra if it is missing
     source = "stdin" if options.feed == "-" else options.feed
     with _open_feed(options.feed) as stream:
-        writer, target = _open_writer(options.db, dsn)
+        writer, target = _open_writer(options.db, dsn, id_format_of(options))
         progress = Progress(sys.stderr) if sys.stderr.isatty() else None
         try:
             applied = apply_feed(
@@ -266,17 +277,17 @@ def run_apply(options: argparse.Namespace) -> int:
     return 0
 
 
-def _open_writer(db: Path | None, dsn: str | None) -> tuple[FeedWriter, str]:
+def _open_writer(db: Path | None, dsn: str | None, id_format: IdFormat) -> tuple[FeedWriter, str]:
     if db is not None:
         from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
 
-        return SQLiteWriter.open(db), str(db)
+        return SQLiteWriter.open(db, id_format=id_format), str(db)
     # Imported here: psycopg is an optional extra.
     from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
     from ticket_tools.stores.postgres.writer import PostgresWriter  # noqa: PLC0415
 
     postgres = cast(str, dsn)  # run_apply passes one or the other
-    return PostgresWriter.open(postgres), describe(postgres)
+    return PostgresWriter.open(postgres, id_format=id_format), describe(postgres)
 
 
 def _open_feed(feed: str) -> contextlib.AbstractContextManager[BinaryIO]:

@@ -9,11 +9,18 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import re
 from pathlib import Path
 
+from ticket_tools.catalog import make_registry
 from ticket_tools.cli.command import CommandError, Commands
-from ticket_tools.cli.stores import add_store_options, open_store
+from ticket_tools.cli.stores import (
+    add_id_digits_option,
+    add_store_options,
+    id_format_of,
+    open_store,
+)
 
 EXTRA = "Needs the mcp extra: pip install 'ticket-tools[mcp]'."
 
@@ -41,6 +48,7 @@ def add_commands(commands: Commands) -> None:
         "--no-read", action="store_true", help="serve a session without read permission"
     )
     add_store_options(stdio)
+    add_id_digits_option(stdio)
     stdio.set_defaults(run=_run_stdio)
 
     http = transports.add_parser(
@@ -111,7 +119,85 @@ def add_commands(commands: Commands) -> None:
         help="append the audit log (one JSON line per tool call) here (default: stderr)",
     )
     add_store_options(http)
+    add_id_digits_option(http)
+    _add_replica_options(http)
     http.set_defaults(run=_run_http)
+
+
+def _add_replica_options(parser: argparse.ArgumentParser) -> None:
+    replica = parser.add_argument_group(
+        "replica", "limits, drain and metrics of one replica (see docs/operations.md)"
+    )
+    replica.add_argument(
+        "--store-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="deadline of one store call, waiting included; past it the call fails as "
+        "unavailable (default: 2)",
+    )
+    replica.add_argument(
+        "--store-workers",
+        type=_count,
+        metavar="N",
+        help="threads running store calls, and PostgreSQL connections (default: 4)",
+    )
+    replica.add_argument(
+        "--tenant-calls",
+        type=_count,
+        metavar="N",
+        help="store calls one tenant may run at once; its others wait (default: 2)",
+    )
+    replica.add_argument(
+        "--tenant-rate",
+        type=_rate,
+        metavar="CALLS_PER_S",
+        help="requests per second per tenant, bursts of 2 s of it; over it: HTTP 429 "
+        "(default: 100; 0: no limit)",
+    )
+    replica.add_argument(
+        "--subject-rate",
+        type=_rate,
+        metavar="CALLS_PER_S",
+        help="requests per second per token subject, as --tenant-rate (default: 20; 0: no limit)",
+    )
+    replica.add_argument(
+        "--grace",
+        type=_seconds,
+        metavar="SECONDS",
+        help="on SIGTERM, how long calls in flight may finish before the exit (default: 3)",
+    )
+    replica.add_argument(
+        "--metrics",
+        type=_host_port,
+        metavar="HOST:PORT",
+        help="serve /metrics on this address of its own (default: on the MCP listener)",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected seconds above 0, e.g. 2.5") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError("expected seconds above 0, e.g. 2.5")
+    return value
+
+
+def _count(text: str) -> int:
+    if re.fullmatch("[0-9]{1,6}", text) is None or int(text) == 0:
+        raise argparse.ArgumentTypeError("expected a whole number from 1")
+    return int(text)
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("expected calls per second, 0 for no limit") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError("expected calls per second, 0 for no limit")
+    return value
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -142,7 +228,9 @@ def _run_stdio(options: argparse.Namespace) -> int:
     from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
     context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
-    mcp_server.serve(context, open_store(options))
+    id_format = id_format_of(options)
+    store = open_store(options, id_format)
+    mcp_server.serve(context, store, registry=make_registry(id_format))
     return 0
 
 
@@ -157,6 +245,21 @@ def _run_http(options: argparse.Namespace) -> int:
         audience=options.audience,
         **{name: value for name, value in named.items() if value is not None},
     )
+    from ticket_tools.serve import limits, replica, workers  # noqa: PLC0415 - the optional extra
+
+    given = {
+        "timeout": options.store_timeout,
+        "workers": options.store_workers,
+        "tenant_calls": options.tenant_calls,
+    }
+    worker_limits = workers.WorkerLimits(**{k: v for k, v in given.items() if v is not None})
+    rates = {"tenant_rate": options.tenant_rate, "subject_rate": options.subject_rate}
+    replica_options = replica.ReplicaOptions(
+        workers=worker_limits,
+        rates=limits.RateLimits(**{k: v for k, v in rates.items() if v is not None}),
+        grace_seconds=options.grace or replica.DEFAULT_GRACE_SECONDS,
+        metrics_address=options.metrics,
+    )
     host, port = options.address
     settings = http_server.HttpOptions(
         host=host,
@@ -167,9 +270,15 @@ def _run_http(options: argparse.Namespace) -> int:
         allowed_hosts=tuple(options.allowed_host or ()),
         resource_url=options.resource_url,
         audit_log=options.audit_log,
+        replica=replica_options,
+    )
+    id_format = id_format_of(options)
+    # The PostgreSQL store gives up when the server does, with one connection per worker.
+    store = open_store(
+        options, id_format, timeout=worker_limits.timeout, connections=worker_limits.workers
     )
     try:
-        http_server.serve_http(settings, open_store(options))
+        http_server.serve_http(settings, store, registry=make_registry(id_format))
     except http_server.ServeError as error:
         raise CommandError(str(error)) from None
     return 0

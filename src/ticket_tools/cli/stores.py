@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -18,6 +19,13 @@ from ticket_tools.store import Records, TicketStore
 from ticket_tools.stores.records import RecordsError, record_rows
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
+from ticket_tools.tickets import (
+    DEFAULT_ID_DIGITS,
+    ID_FORMAT,
+    MAX_ID_DIGITS,
+    MIN_ID_DIGITS,
+    IdFormat,
+)
 
 # Below this many tickets an import is too quick for a progress bar to help.
 PROGRESS_MIN_TICKETS = 50_000
@@ -55,19 +63,63 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def open_store(options: argparse.Namespace) -> Records | TicketStore:
-    """Open the store the options name (`add_store_options`); the fixture store by default."""
+def add_id_digits_option(parser: argparse.ArgumentParser) -> None:
+    """Add --id-digits N, the width of every ticket ID, to a command that reads or writes them."""
+    parser.add_argument(
+        "--id-digits",
+        type=_id_digits,
+        default=DEFAULT_ID_DIGITS,
+        metavar="N",
+        help=f"how many digits follow TKT- in every ticket ID of this deployment, "
+        f"{MIN_ID_DIGITS} to {MAX_ID_DIGITS} (default: {DEFAULT_ID_DIGITS}, the brief's "
+        "TKT-ddd); every command on one store takes the same N",
+    )
+
+
+def id_format_of(options: argparse.Namespace) -> IdFormat:
+    """Return the ticket-ID format `add_id_digits_option` read."""
+    return IdFormat(options.id_digits)
+
+
+def _id_digits(text: str) -> int:
+    # Digits only: int() would also take " 6", "+6" and "٦".
+    if re.fullmatch("[0-9]{1,2}", text) is None or not (
+        MIN_ID_DIGITS <= int(text) <= MAX_ID_DIGITS
+    ):
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from {MIN_ID_DIGITS} to {MAX_ID_DIGITS}"
+        )
+    return int(text)
+
+
+def open_store(
+    options: argparse.Namespace,
+    id_format: IdFormat = ID_FORMAT,
+    *,
+    timeout: float | None = None,
+    connections: int | None = None,
+) -> Records | TicketStore:
+    """Open the store the options name (`add_store_options`); the fixture store by default.
+
+    A records file is checked, and a database opened, for ticket IDs of `id_format`.
+    `timeout` and `connections` size a PostgreSQL store: its statement and pool timeouts,
+    and its pool (`serve http` gives its deadline per call and its store workers).
+    """
     if options.db is not None:
-        return SQLiteStore.open(options.db)
+        return SQLiteStore.open(options.db, id_format=id_format)
     if options.records is not None:
-        return _load_records(options.records)
+        return _load_records(options.records, id_format)
     dsn = postgres_dsn(options)
     if dsn is None:
         return fixture_records()
     require_postgres()
     from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
 
-    return PostgresStore.open(dsn)
+    if timeout is None or connections is None:
+        return PostgresStore.open(dsn, id_format=id_format)
+    return PostgresStore.open(
+        dsn, id_format=id_format, timeout=timeout, max_connections=connections
+    )
 
 
 def add_commands(commands: Commands) -> None:
@@ -101,6 +153,7 @@ def add_commands(commands: Commands) -> None:
         help="replace every ticket of an existing database while it serves: the new set is "
         "built beside the old one and swapped in atomically (docs/feed.md)",
     )
+    add_id_digits_option(load)
     load.set_defaults(run=_run_import)
 
 
@@ -121,11 +174,11 @@ def require_postgres() -> None:
         raise CommandError("--postgres needs psycopg: pip install 'ticket-tools[postgres]'")
 
 
-def _load_records(path: Path) -> Records:
+def _load_records(path: Path, id_format: IdFormat) -> Records:
     records = read_records(path)
     # The rules import applies, so that --records and --db answer alike for one file.
     try:
-        record_rows(records)
+        record_rows(records, id_format=id_format)
     except RecordsError as error:
         raise CommandError(f"{path}: {error}") from None
     return cast(Records, records)
@@ -139,10 +192,19 @@ def _run_import(options: argparse.Namespace) -> int:
         raise CommandError("--grant-to applies to --postgres only")
     if options.replace and options.grant_to is not None:
         raise CommandError("--grant-to applies to a new table; --replace keeps the table's grants")
+    id_format = id_format_of(options)
     if options.replace:
-        write = _sqlite_replacer(options.db) if dsn is None else _postgres_replacer(dsn)
+        write = (
+            _sqlite_replacer(options.db, id_format)
+            if dsn is None
+            else _postgres_replacer(dsn, id_format)
+        )
     else:
-        write = _sqlite_importer(options.db) if dsn is None else _postgres_importer(dsn, options)
+        write = (
+            _sqlite_importer(options.db, id_format)
+            if dsn is None
+            else _postgres_importer(dsn, options, id_format)
+        )
     # Checked once, by the import itself, before anything is written.
     records = cast(Records, read_records(options.records))
     bar = None
@@ -166,10 +228,11 @@ def _run_import(options: argparse.Namespace) -> int:
     return 0
 
 
-def _sqlite_importer(path: Path) -> Importer:
+def _sqlite_importer(path: Path, id_format: IdFormat) -> Importer:
     def write(records: Records, progress: Progress | None) -> tuple[int, str]:
         try:
-            return write_database(path, records, on_progress=progress), str(path)
+            count = write_database(path, records, on_progress=progress, id_format=id_format)
+            return count, str(path)
         except FileExistsError:
             raise CommandError(f"{path} already exists; import only creates new files") from None
         except OSError as error:
@@ -178,29 +241,30 @@ def _sqlite_importer(path: Path) -> Importer:
     return write
 
 
-def _sqlite_replacer(path: Path) -> Importer:
+def _sqlite_replacer(path: Path, id_format: IdFormat) -> Importer:
     from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
 
     def write(records: Records, progress: Progress | None) -> tuple[int, str]:
-        rows = record_rows(records)  # checked whole before the database is opened
-        with SQLiteWriter.open(path) as writer:
+        # Checked whole before the database is opened.
+        rows = record_rows(records, id_format=id_format)
+        with SQLiteWriter.open(path, id_format=id_format) as writer:
             return writer.replace(rows, progress), str(path)
 
     return write
 
 
-def _postgres_replacer(dsn: str) -> Importer:
+def _postgres_replacer(dsn: str, id_format: IdFormat) -> Importer:
     require_postgres()  # before reading a large file: the extra may be missing
     from ticket_tools.stores.postgres.importer import replace_dsn  # noqa: PLC0415
     from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
 
     def write(records: Records, progress: Progress | None) -> tuple[int, str]:
-        return replace_dsn(dsn, records, on_progress=progress), describe(dsn)
+        return replace_dsn(dsn, records, on_progress=progress, id_format=id_format), describe(dsn)
 
     return write
 
 
-def _postgres_importer(dsn: str, options: argparse.Namespace) -> Importer:
+def _postgres_importer(dsn: str, options: argparse.Namespace, id_format: IdFormat) -> Importer:
     require_postgres()  # before reading a large file: the extra may be missing
     from ticket_tools.stores.postgres.importer import (  # noqa: PLC0415
         TableNotEmptyError,
@@ -212,7 +276,13 @@ def _postgres_importer(dsn: str, options: argparse.Namespace) -> Importer:
 
     def write(records: Records, progress: Progress | None) -> tuple[int, str]:
         try:
-            count = import_dsn(dsn, records, grant_to=options.grant_to, on_progress=progress)
+            count = import_dsn(
+                dsn,
+                records,
+                grant_to=options.grant_to,
+                on_progress=progress,
+                id_format=id_format,
+            )
         except TableNotEmptyError:
             raise CommandError(
                 f"{target} already holds tickets; import only fills an empty table"

@@ -7,10 +7,15 @@ import json
 import sys
 
 from ticket_tools.acceptance import run_acceptance
-from ticket_tools.catalog import REGISTRY
+from ticket_tools.catalog import REGISTRY, make_registry
 from ticket_tools.cli.command import Commands
 from ticket_tools.cli.inputs import parse_json, read_stdin
-from ticket_tools.cli.stores import add_store_options, open_store
+from ticket_tools.cli.stores import (
+    add_id_digits_option,
+    add_store_options,
+    id_format_of,
+    open_store,
+)
 from ticket_tools.execute import run_tool
 from ticket_tools.exports import FORMATS, export_declarations
 
@@ -45,6 +50,7 @@ def add_commands(commands: Commands) -> None:
         "--no-read", action="store_true", help="run as a session without read permission"
     )
     add_store_options(call)
+    add_id_digits_option(call)
     call.set_defaults(run=_run_call)
 
     declarations = commands.add_parser(
@@ -56,6 +62,7 @@ def add_commands(commands: Commands) -> None:
         default="json-schema",
         help="the model API whose tool format to print (default: json-schema)",
     )
+    add_id_digits_option(declarations)
     declarations.set_defaults(run=_run_declarations)
 
 
@@ -68,7 +75,9 @@ def _run_call(options: argparse.Namespace) -> int:
     text = read_stdin() if options.args == "-" else options.args
     args = parse_json(text, "the arguments")
     context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
-    outcome = run_tool(options.name, args, context, open_store(options))
+    id_format = id_format_of(options)
+    store = open_store(options, id_format)
+    outcome = run_tool(options.name, args, context, store, registry=make_registry(id_format))
     print(json.dumps(outcome.result, ensure_ascii=False))
     if outcome.detail is None:
         return 0
@@ -78,5 +87,6 @@ def _run_call(options: argparse.Namespace) -> int:
 
 
 def _run_declarations(options: argparse.Namespace) -> int:
-    print(json.dumps(export_declarations(options.format), indent=2, ensure_ascii=False))
+    registry = make_registry(id_format_of(options))
+    print(json.dumps(export_declarations(options.format, registry), indent=2, ensure_ascii=False))
     return 0

@@ -2,7 +2,8 @@
 
 A line holds exactly: time (UTC, ISO 8601), tenant and subject (from the verified token),
 tool (a registered name, or null for an unknown one: the name asked for is untrusted text),
-code ("ok", a failure code, or "internal_error"), latency_ms, and request_id (the JSON-RPC
+code ("ok", a failure code, "unavailable" for a store that did not answer, or
+"internal_error"), latency_ms, and request_id (the JSON-RPC
 id). Never argument values, ticket contents or the token.
 """
 

@@ -18,26 +18,29 @@ import signal
 import socket
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-import uvicorn
+from mcp.server import ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl, ValidationError
 from starlette.applications import Starlette
 
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.execute import Context
+from ticket_tools.outcome import Outcome
+from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.audit import AuditLog
+from ticket_tools.serve.replica import Replica, ReplicaOptions
 from ticket_tools.serve.server import build_server
 from ticket_tools.serve.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 from ticket_tools.store import Records, TicketStore
 
 MCP_PATH = "/mcp"
 LISTEN_BACKLOG = 2048  # uvicorn's own default
-SHUTDOWN_SECONDS = 3  # open streams get this long to finish after SIGINT or SIGTERM
 
 
 class ServeError(Exception):
@@ -64,6 +67,8 @@ class HttpOptions:
     """This endpoint's public URL (default http://HOST:PORT/mcp), named in the metadata."""
     audit_log: Path | None = None
     """Where audit lines go; None: stderr."""
+    replica: ReplicaOptions = field(default_factory=ReplicaOptions)
+    """Store workers and deadline, rate limits, drain, metrics address (docs/operations.md)."""
 
 
 def request_context(rules: TokenRules) -> Context:
@@ -78,8 +83,10 @@ def build_app(
     *,
     netloc: str,
     audit: AuditLog,
+    replica: Replica,
+    registry: ToolRegistry = REGISTRY,
 ) -> Starlette:
-    """Return the ASGI app serving the tools at MCP_PATH for the server bound at `netloc`."""
+    """Return the ASGI app serving the tools of `registry` at MCP_PATH, bound at `netloc`."""
     rules = options.rules
     resource_url = options.resource_url or f"http://{netloc}{MCP_PATH}"
     try:
@@ -96,8 +103,21 @@ def build_app(
         allowed_hosts=[netloc, *options.allowed_hosts],
         allowed_origins=[f"http://{netloc}", *(f"https://{h}" for h in options.allowed_hosts)],
     )
-    server = build_server(lambda: request_context(rules), store, observe=audit.observe)
-    return server.streamable_http_app(
+
+    def observe(
+        ctx: ServerRequestContext[Any], name: str, outcome: Outcome | None, seconds: float
+    ) -> None:
+        audit.observe(ctx, name, outcome, seconds)
+        replica.metrics.observe(ctx, name, outcome, seconds)
+
+    server = build_server(
+        lambda: request_context(rules),
+        store,
+        observe=observe,
+        calls=replica.calls,
+        registry=registry,
+    )
+    app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         # Tool calls answer at once and send no progress: a JSON body is enough.
         json_response=True,
@@ -106,7 +126,12 @@ def build_app(
         host=options.host,
         auth=auth,
         token_verifier=verifier,
+        custom_starlette_routes=replica.routes(),
     )
+    # The SDK's own count of open sessions (it has no public one).
+    manager = server.session_manager
+    replica.install(app, mcp_path=MCP_PATH, sessions=lambda: len(manager._server_instances))
+    return app
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -126,8 +151,10 @@ def listen(host: str, port: int) -> socket.socket:
     return listener
 
 
-def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
-    """Serve the tools over Streamable HTTP until SIGINT or SIGTERM."""
+def serve_http(
+    options: HttpOptions, store: Records | TicketStore, *, registry: ToolRegistry = REGISTRY
+) -> None:
+    """Serve the tools of `registry` over Streamable HTTP until SIGINT or SIGTERM has drained."""
     logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
     try:
         keys = KeySet(options.jwks)
@@ -153,14 +180,16 @@ def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
                     f"cannot open {options.audit_log}: {type(error).__name__}"
                 ) from None
         audit = AuditLog(stream, options.rules)
+        replica = Replica(store, options.replica, tenant_claim=options.rules.tenant_claim)
+        verifier = JwtVerifier(keys, options.rules)
         app = build_app(
-            store, JwtVerifier(keys, options.rules), options, netloc=netloc, audit=audit
-        )
-        config = uvicorn.Config(
-            app,
-            log_level="warning",
-            access_log=False,
-            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
+            store,
+            verifier,
+            options,
+            netloc=netloc,
+            audit=audit,
+            replica=replica,
+            registry=registry,
         )
         # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler it
         # found: this one, so the process ends with status 0 (and coverage data written).
@@ -169,4 +198,4 @@ def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
         print(
             f"ticket-tools: serving MCP on http://{netloc}{MCP_PATH}", file=sys.stderr, flush=True
         )
-        uvicorn.Server(config).run(sockets=[listener])
+        replica.serve(app, listener)

@@ -20,8 +20,15 @@ What a client receives for `tools/call`:
 - an unknown tool: a JSON-RPC error -32602 (a protocol error, as the MCP
   specification 2025-11-25 asks), whose message names the registered tools but
   never echoes the name asked for;
+- the store did not answer within the deadline, or failed in a way that ends by
+  itself (`workers.RETRYABLE`): `isError: true`, structuredContent
+  {"ok": false, "code": "unavailable", "detail": "..."}: a tool error the model
+  reads as "retry later", not a protocol error (docs/http.md says why);
 - a fault inside a handler: a JSON-RPC error -32603 "Internal error"; the
   traceback goes to stderr, never to the client.
+
+Only the store call leaves the event loop (`workers.StoreCalls`): the checks run at
+once, so a call that needs no store is answered whatever the store is doing.
 
 No tool declares an `outputSchema`: tools/list stays identical to the `mcp`
 export of the declarations, and the result shape is already in each description.
@@ -41,14 +48,21 @@ import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from ticket_tools.execute import Context, run_tool
+from ticket_tools.catalog import REGISTRY
+from ticket_tools.execute import Context, check_call
 from ticket_tools.exports import export_declarations
 from ticket_tools.outcome import Outcome
+from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.stdio import stdio_transport
+from ticket_tools.serve.workers import StoreCalls, StoreUnavailable, WorkerLimits
 from ticket_tools.store import Records, TicketStore
 
 SERVER_NAME = "ticket-tools"
 INTERNAL_ERROR_MESSAGE = "Internal error"
+UNAVAILABLE_DETAILS = {
+    "draining": "this server is shutting down; retry the call (another replica will answer)",
+}
+UNAVAILABLE_DETAIL = "the ticket store did not answer in time; retry the call in a few seconds"
 
 logger = logging.getLogger(__name__)
 
@@ -85,18 +99,29 @@ def call_result(outcome: Outcome) -> types.CallToolResult:
     )
 
 
+def unavailable(error: StoreUnavailable) -> Outcome:
+    """Return the outcome of a call the store could not answer now: retry later."""
+    detail = UNAVAILABLE_DETAILS.get(error.reason, UNAVAILABLE_DETAIL)
+    return Outcome({"ok": False, "code": "unavailable"}, detail)
+
+
 def build_server(
     context: Context | ContextSource,
     store: Records | TicketStore,
     *,
     observe: CallObserver | None = None,
+    registry: ToolRegistry = REGISTRY,
+    calls: StoreCalls | None = None,
 ) -> Server:
     """Return an MCP server whose every call runs with the trusted `context` on `store`.
 
-    `context` is either fixed for the process (stdio) or a function asked on every call.
+    `context` is either fixed for the process (stdio) or a function asked on every call;
+    `registry` is the tools served (another ID width: `catalog.make_registry`); `calls`
+    runs the store calls (default: worker threads without a deadline).
     """
     context_of = context if callable(context) else lambda: context
-    tools = [types.Tool.model_validate(tool) for tool in export_declarations("mcp")]
+    store_calls = calls if calls is not None else StoreCalls(WorkerLimits(timeout=None))
+    tools = [types.Tool.model_validate(tool) for tool in export_declarations("mcp", registry)]
 
     async def list_tools(
         ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
@@ -112,7 +137,13 @@ def build_server(
         started = time.perf_counter()
         outcome: Outcome | None = None
         try:
-            outcome = run_tool(params.name, args, context_of(), store)
+            checked = check_call(params.name, args, context_of(), registry=registry)
+            if isinstance(checked, Outcome):
+                outcome = checked
+            else:
+                outcome = await store_calls.run(checked.tenant, lambda: checked.run(store))
+        except StoreUnavailable as error:
+            outcome = unavailable(error)
         except Exception:
             # The SDK would put str(error) on the wire; only a fixed message goes there.
             logger.exception("tool call failed inside the handler")
@@ -130,10 +161,12 @@ def build_server(
     )
 
 
-def serve(context: Context, store: Records | TicketStore) -> None:
-    """Serve the tools over stdin and stdout until the client closes stdin."""
+def serve(
+    context: Context, store: Records | TicketStore, *, registry: ToolRegistry = REGISTRY
+) -> None:
+    """Serve the tools of `registry` over stdin and stdout until the client closes stdin."""
     logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
-    server = build_server(context, store)
+    server = build_server(context, store, registry=registry)
 
     async def run() -> None:
         # Not the SDK's stdio_server(): it never answers a line it cannot parse.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ticket_tools.stores.records import RecordsError, key_parts, record_row
+from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 Op = Literal["upsert", "delete"]
 OPS: tuple[Op, ...] = ("upsert", "delete")
@@ -78,8 +79,10 @@ class Counts:
         return f"{self.upserted} upserted, {self.deleted} deleted, {self.stale} stale"
 
 
-def parse_change(line: bytes | str) -> Change:
+def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Change:
     """Check one feed line (without its newline); return its change or raise FeedError.
+
+    The key and ticket follow the records rules, with ids of `id_format`.
 
     Examples:
         {"op": "delete", "key": "alpha:TKT-102", "version": 8}
@@ -108,9 +111,9 @@ def parse_change(line: bytes | str) -> Change:
         raise FeedError("the version is not an integer from 0 to 2^63-1")
     try:
         if op == "delete":
-            tenant, ticket_id = key_parts(value["key"])
+            tenant, ticket_id = key_parts(value["key"], id_format=id_format)
             return Change("delete", tenant, ticket_id, version)
-        row = record_row(value["key"], value["ticket"])
+        row = record_row(value["key"], value["ticket"], id_format=id_format)
     except RecordsError as error:
         raise FeedError(str(error)) from None
     return Change("upsert", row.tenant, row.id, version, row.title, row.status)

@@ -10,20 +10,18 @@ import threading
 from collections.abc import Iterator
 from typing import cast
 
-import mcp_types as types
 import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from mcp import Client
-from mcp.shared.exceptions import MCPError
 
 from conftest import OWNER, READER, PostgresDatabase, StoreFactory
 from expected import ALPHA, ALPHA_TICKETS, BETA_T103, BETA_T104, BETA_T108, T101, T104
 from store_cases import TRAP_RECORDS, multi_tenant_records, odd_requests, store_find_requests
 from ticket_tools import DictStore, Records, fixture_records
 from ticket_tools.filters import TicketFilter
-from ticket_tools.serve.server import build_server
+from ticket_tools.serve.server import UNAVAILABLE_DETAIL, build_server
 from ticket_tools.store import StoreError
 from ticket_tools.stores.postgres import importer as postgres_importer
 from ticket_tools.stores.postgres import store as postgres_store
@@ -200,7 +198,12 @@ SCHEMA_DAMAGE = [
         ("CREATE POLICY everything ON tickets USING (true)",), id="a-second-permissive-policy"
     ),
     pytest.param(
-        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 3'",), id="v3"
+        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 4'",), id="v4"
+    ),
+    pytest.param(("ALTER TABLE tickets DROP CONSTRAINT tickets_id_check",), id="no-id-width-check"),
+    pytest.param(
+        ("ALTER TABLE tombstones DROP CONSTRAINT tombstones_id_check",),
+        id="no-tombstones-id-width-check",
     ),
     pytest.param(("ALTER TABLE tickets ADD COLUMN notes text",), id="an-extra-column"),
     pytest.param(("DROP TABLE tombstones",), id="no-tombstones"),
@@ -227,7 +230,7 @@ def test_open_refuses_a_database_without_the_schema(
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
         f"{describe(dsn)} has no ticket-tools tickets and tombstones tables "
-        "(schema version 2) with their row-level security forced",
+        "(schema version 3) with their row-level security forced",
     )
 
 
@@ -361,7 +364,7 @@ def test_statement_timeout_is_unavailable_then_the_next_call_answers(
 
 
 @pytest.mark.anyio
-async def test_over_mcp_a_stopped_server_is_the_fixed_internal_error(
+async def test_over_mcp_a_stopped_server_is_unavailable_retry_later(
     fixture_store: object, database: PostgresDatabase
 ) -> None:
     with PostgresStore.open(database.reader, timeout=1.0) as store:
@@ -369,16 +372,15 @@ async def test_over_mcp_a_stopped_server_is_the_fixed_internal_error(
             before = await client.call_tool("get_ticket", {"ticket_id": "TKT-101"})
             database.cluster.stop()
             try:
-                with pytest.raises(MCPError) as raised:
-                    await client.call_tool("get_ticket", {"ticket_id": "TKT-101"})
+                failed = await client.call_tool("get_ticket", {"ticket_id": "TKT-101"})
             finally:
                 database.cluster.start()
             after = await client.call_tool("get_ticket", {"ticket_id": "TKT-101"})
     expected = {"ok": True, "ticket": T101}
-    assert (raised.value.code, raised.value.message, raised.value.data) == (
-        types.INTERNAL_ERROR,
-        "Internal error",
-        None,
+    # A tool error the model reads as "retry later", not the -32603 kept for bugs.
+    assert (failed.is_error, failed.structured_content) == (
+        True,
+        {"ok": False, "code": "unavailable", "detail": UNAVAILABLE_DETAIL},
     )
     assert (before.structured_content, after.structured_content) == (expected, expected)
 
@@ -611,7 +613,7 @@ def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, sc
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
         f"{describe(dsn)} has no ticket-tools tickets and tombstones tables "
-        "(schema version 2) with their row-level security forced",
+        "(schema version 3) with their row-level security forced",
     )
 
 

@@ -13,7 +13,7 @@ from ticket_tools.store import StoreError
 from ticket_tools.stores.feed import Change, Counts, FeedError
 from ticket_tools.stores.postgres import writer as postgres_writer
 from ticket_tools.stores.postgres.importer import import_records
-from ticket_tools.stores.postgres.schema import MIGRATE_FROM_1, describe
+from ticket_tools.stores.postgres.schema import MIGRATE_FROM_1, MIGRATE_FROM_2, describe
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
 
@@ -192,13 +192,44 @@ def test_a_writer_role_as_the_docs_define_it(
             connection.execute("DROP ROLE ticket_writer")
 
 
+def _downgrade(dsn: str, version: int) -> None:
+    # What an import of that version made: version 2 had no version column and no
+    # tombstones; version 1 had no id CHECK either.
+    with psycopg.connect(dsn) as connection:
+        connection.execute("DROP TABLE tombstones")
+        connection.execute("ALTER TABLE tickets DROP COLUMN version")
+        if version == 1:
+            connection.execute("ALTER TABLE tickets DROP CONSTRAINT tickets_id_check")
+        connection.execute(
+            f"COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version {version}'"
+        )
+
+
+def test_open_refuses_a_schema_version_2_database_and_the_migration_fixes_it(
+    dsns: dict[str, str],
+) -> None:
+    _downgrade(dsns["owner"], 2)
+    for opener, dsn in ((PostgresWriter.open, dsns["owner"]), (PostgresStore.open, dsns["reader"])):
+        with pytest.raises(StoreError) as raised:
+            opener(dsn)
+        assert (raised.value.reason, str(raised.value)) == (
+            "schema",
+            f"{describe(dsn)} has schema version 2; to migrate, run docs/postgres.md's "
+            "migration statements as the table's owner",
+        )
+    with psycopg.connect(dsns["owner"]) as connection:
+        for statement in MIGRATE_FROM_2:
+            connection.execute(statement)
+    with PostgresWriter.open(dsns["owner"]) as writer:
+        assert writer.apply([up("TKT-101", 0), delete("TKT-102", 1)]) == Counts(0, 1, 1)
+    with PostgresStore.open(dsns["reader"]) as store:
+        assert store.get("alpha", "TKT-102") is None
+
+
 def test_open_refuses_a_schema_version_1_database_and_the_migration_fixes_it(
     dsns: dict[str, str],
 ) -> None:
-    with psycopg.connect(dsns["owner"]) as connection:
-        connection.execute("DROP TABLE tombstones")
-        connection.execute("ALTER TABLE tickets DROP COLUMN version")
-        connection.execute("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 1'")
+    _downgrade(dsns["owner"], 1)
     message = (
         f"{describe(dsns['owner'])} has schema version 1; to migrate, run docs/postgres.md's "
         "migration statements as the table's owner"
@@ -235,7 +266,7 @@ def test_open_on_a_database_without_tables(
         PostgresWriter.open(dsn)
     assert raised.value.reason == "schema"
     # A fault while checking (here a missing table the check itself reads) is classified too.
-    monkeypatch.setattr(postgres_writer, "check_schema", lambda connection, source: None)
+    monkeypatch.setattr(postgres_writer, "check_schema", lambda *arguments: None)
     with pytest.raises(StoreError) as raised:
         PostgresWriter.open(dsn)
     assert (raised.value.reason, str(raised.value)) == (

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import DictStore, TicketFilter, fixture_records
+from ticket_tools import DictStore, IdFormat, TicketFilter, fixture_records
 from ticket_tools.store import StoreError
 from ticket_tools.stores.records import RecordsError
 from ticket_tools.stores.sqlite import importer as sqlite_import
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
+from wide_ids import SIX, numbered_records, widened
 
 
 @pytest.fixture
@@ -64,26 +65,34 @@ def test_import_round_trip_matches_the_dict_store(database: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("records", "message"),
+    ("digits", "records", "message"),
     [
         pytest.param(
+            3,
             {"alpha:TKT-101": {"id": "TKT-102", "title": "t", "status": "open"}},
             'record 1 (in file order): the key is not "tenant:" followed by the ticket\'s own id',
             id="key-id-differs",
         ),
         pytest.param(
+            3,
             {"alpha:TKT-1000": {"id": "TKT-1000", "title": "t", "status": "open"}},
             "record 1 (in file order): the id is not TKT- followed by exactly three digits",
             id="id-too-wide-to-page",
         ),
+        pytest.param(
+            6,
+            {"alpha:TKT-104": {"id": "TKT-104", "title": "t", "status": "open"}},
+            "record 1 (in file order): the id is not TKT- followed by exactly six digits",
+            id="six-digits-given-three",
+        ),
     ],
 )
 def test_import_refuses_malformed_records(
-    tmp_path: Path, records: dict[str, dict[str, str]], message: str
+    tmp_path: Path, digits: int, records: dict[str, dict[str, str]], message: str
 ) -> None:
     # The rules themselves are tested in test_records; here, that nothing is written.
     with pytest.raises(RecordsError) as raised:
-        write_database(tmp_path / "tickets.sqlite", records)
+        write_database(tmp_path / "tickets.sqlite", records, id_format=IdFormat(digits))
     assert str(raised.value) == message
     assert list(tmp_path.iterdir()) == []  # no database and no temporary folder
 
@@ -120,6 +129,34 @@ def test_from_records_with_a_file_path(tmp_path: Path) -> None:
     with SQLiteStore.from_records(fixture_records(), tmp_path / "t.sqlite") as store:
         assert store.get("beta", "TKT-104") == {
             "id": "TKT-104",
+            "title": "Private billing issue",
+            "status": "closed",
+        }
+
+
+def test_a_six_digit_import_opens_with_six_digits_and_matches_the_dict_store(
+    tmp_path: Path,
+) -> None:
+    records = numbered_records(SIX, 30, "alpha") | widened(SIX)
+    path = tmp_path / "six.sqlite"
+    assert write_database(path, records, id_format=SIX) == 40
+    dict_store = DictStore(records)
+    with SQLiteStore.open(path, id_format=SIX) as store:
+        for tenant in ("alpha", "beta"):
+            assert store.find(tenant, TicketFilter(), limit=None) == (
+                dict_store.find(tenant, TicketFilter(), limit=None)
+            )
+        assert store.find("alpha", TicketFilter(after="TKT-000028"), limit=3) == [
+            {"id": "TKT-000029", "title": "Ticket 29", "status": "closed"},
+            {"id": "TKT-000101", "title": "Login fails after password reset", "status": "open"},
+            {"id": "TKT-000102", "title": "CSV export times out", "status": "closed"},
+        ]
+
+
+def test_from_records_with_a_file_path_and_a_width(tmp_path: Path) -> None:
+    with SQLiteStore.from_records(widened(SIX), tmp_path / "t.sqlite", id_format=SIX) as store:
+        assert store.get("beta", "TKT-000104") == {
+            "id": "TKT-000104",
             "title": "Private billing issue",
             "status": "closed",
         }

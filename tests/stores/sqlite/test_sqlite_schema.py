@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import TicketFilter, fixture_records
+from ticket_tools import IdFormat, TicketFilter, fixture_records
 from ticket_tools.store import StoreError
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.schema import (
@@ -17,11 +17,14 @@ from ticket_tools.stores.sqlite.schema import (
     SCHEMA,
     SCHEMA_VERSION,
     TOMBSTONES,
+    schema_sql,
     store_error,
+    tombstones_sql,
 )
 from ticket_tools.stores.sqlite.store import SQLiteStore
+from wide_ids import SIX, widened
 
-NOT_OURS = "{path} is not a ticket database of schema version 3: "
+NOT_OURS = "{path} is not a ticket database of schema version 4: "
 TABLES_DIFFER = NOT_OURS + "its tables differ from the ones import creates"
 
 
@@ -73,6 +76,10 @@ CRAFTED = [
     ),
     pytest.param([SCHEMA, TOMBSTONES, "CREATE TABLE notes (body TEXT)"], id="extra-table"),
     pytest.param([SCHEMA], id="no-tombstones"),
+    pytest.param(
+        [SCHEMA, TOMBSTONES.replace(" AND id GLOB 'TKT-[0-9][0-9][0-9]'", "")],
+        id="tombstone-id-unchecked",
+    ),
     pytest.param(
         [SCHEMA, TOMBSTONES.replace(" AND version >= 0", "")], id="tombstone-version-unchecked"
     ),
@@ -163,7 +170,14 @@ OPEN_CASES = [
         id="schema-version-2",
     ),
     pytest.param(
-        _stamped(version=4),
+        _stamped(version=3),
+        "schema",
+        NOT_OURS + "it has schema version 3; to migrate, import its records again "
+        "into a new file (ticket-tools import RECORDS --db NEW_FILE)",
+        id="schema-version-3",
+    ),
+    pytest.param(
+        _stamped(version=5),
         "schema",
         NOT_OURS + "it was made by a newer version of ticket-tools",
         id="newer-schema-version",
@@ -289,3 +303,78 @@ def test_a_closed_store_says_so(database: Path, source: str) -> None:
         "unavailable",
         f"cannot read {name}: the store is closed",
     )
+
+
+@pytest.mark.parametrize(
+    ("digits", "id_check"),
+    [
+        pytest.param(3, "id GLOB 'TKT-[0-9][0-9][0-9]'", id="three"),
+        pytest.param(6, "id GLOB 'TKT-[0-9][0-9][0-9][0-9][0-9][0-9]'", id="six"),
+    ],
+)
+def test_the_schema_holds_the_id_width(digits: int, id_check: str) -> None:
+    assert schema_sql(IdFormat(digits)) == (
+        "CREATE TABLE tickets (\n"
+        "    tenant TEXT NOT NULL CHECK (typeof(tenant) = 'text'),\n"
+        f"    id TEXT NOT NULL CHECK (typeof(id) = 'text' AND {id_check}),\n"
+        "    title TEXT NOT NULL CHECK (typeof(title) = 'text'),\n"
+        "    status TEXT NOT NULL CHECK (typeof(status) = 'text'),\n"
+        "    version INTEGER NOT NULL CHECK (typeof(version) = 'integer' AND version >= 0),\n"
+        "    PRIMARY KEY (tenant, id)\n"
+        ") WITHOUT ROWID"
+    )
+    assert tombstones_sql(IdFormat(digits)) == (
+        "CREATE TABLE tombstones (\n"
+        "    tenant TEXT NOT NULL CHECK (typeof(tenant) = 'text'),\n"
+        f"    id TEXT NOT NULL CHECK (typeof(id) = 'text' AND {id_check}),\n"
+        "    version INTEGER NOT NULL CHECK (typeof(version) = 'integer' AND version >= 0),\n"
+        "    PRIMARY KEY (tenant, id)\n"
+        ") WITHOUT ROWID"
+    )
+    assert schema_sql() == SCHEMA == schema_sql(IdFormat(3))
+    assert tombstones_sql() == TOMBSTONES == tombstones_sql(IdFormat(3))
+
+
+@pytest.mark.parametrize(
+    ("made_for", "opened_with"),
+    [
+        pytest.param(6, 3, id="six-opened-as-three"),
+        pytest.param(3, 6, id="three-opened-as-six"),
+        pytest.param(6, 7, id="six-opened-as-seven"),
+    ],
+)
+def test_a_database_of_another_id_width_is_refused(
+    tmp_path: Path, made_for: int, opened_with: int
+) -> None:
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, widened(IdFormat(made_for)), id_format=IdFormat(made_for))
+    with pytest.raises(StoreError) as raised:
+        SQLiteStore.open(path, id_format=IdFormat(opened_with))
+    assert (raised.value.reason, str(raised.value)) == (
+        "schema",
+        f"{path} holds ticket IDs of {made_for} digits, not {opened_with}: "
+        f"use --id-digits {made_for}",
+    )
+
+
+@pytest.mark.parametrize(
+    "ticket_id",
+    [
+        pytest.param("TKT-104", id="three-digits"),
+        pytest.param("TKT-0001040", id="seven-digits"),
+        pytest.param("TKT-00010\u0664", id="arabic-indic-digit"),
+        pytest.param("TKT-00010x", id="letter"),
+        pytest.param("tkt-000104", id="lowercase"),
+    ],
+)
+def test_sqlite_itself_refuses_an_id_of_another_width(ticket_id: str) -> None:
+    # So a writer that skips the records rules still cannot break the one-width order.
+    connection = sqlite3.connect(":memory:")
+    connection.execute(schema_sql(SIX))
+    connection.execute("INSERT INTO tickets VALUES ('alpha', 'TKT-000104', 't', 'open', 0)")
+    with pytest.raises(sqlite3.IntegrityError) as raised:
+        connection.execute(
+            "INSERT INTO tickets VALUES (?, ?, ?, ?, 0)", ("alpha", ticket_id, "t", "open")
+        )
+    connection.close()
+    assert store_error(raised.value, "db").args == ("cannot read db: SQLITE_CONSTRAINT_CHECK",)

@@ -176,7 +176,7 @@ def _socket(path: Path) -> None:
 def _old_schema(path: Path) -> None:
     write_database(path, fixture_records())
     connection = sqlite3.connect(path)
-    connection.execute("PRAGMA user_version = 2")
+    connection.execute("PRAGMA user_version = 3")
     connection.close()
 
 
@@ -194,10 +194,10 @@ def _old_schema(path: Path) -> None:
         pytest.param(
             _old_schema,
             "schema",
-            "{path} is not a ticket database of schema version 3: it has schema version 2; "
+            "{path} is not a ticket database of schema version 4: it has schema version 3; "
             "to migrate, import its records again into a new file "
             "(ticket-tools import RECORDS --db NEW_FILE)",
-            id="schema-version-2",
+            id="schema-version-3",
         ),
     ],
 )

@@ -9,15 +9,16 @@ from psycopg import sql
 
 from ticket_tools.store import Records, StoreError
 from ticket_tools.stores.postgres.schema import (
-    CREATE_SCHEMA,
     WRITER_LOCK,
     check_schema,
+    create_schema,
     describe,
     describe_params,
     store_error,
     tickets_table,
 )
 from ticket_tools.stores.records import RecordsError, StoredRow, record_rows
+from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # Rows per progress report during an import.
 IMPORT_BATCH = 10_000
@@ -39,6 +40,7 @@ _SWAP = (
     "DROP TABLE tickets",
     f"ALTER TABLE {NEXT_TABLE} RENAME TO tickets",
     f"ALTER INDEX {NEXT_TABLE}_pkey RENAME TO tickets_pkey",
+    f"ALTER TABLE tickets RENAME CONSTRAINT {NEXT_TABLE}_id_check TO tickets_id_check",
     f"ALTER TABLE tickets RENAME CONSTRAINT {NEXT_TABLE}_version_check TO tickets_version_check",
     "TRUNCATE tombstones",
 )
@@ -54,6 +56,7 @@ def import_records(
     *,
     grant_to: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    id_format: IdFormat = ID_FORMAT,
 ) -> int:
     """Copy `records` into an empty `tickets` table (created if absent) at version 0.
 
@@ -61,15 +64,18 @@ def import_records(
 
     Run as the table's owner. Everything happens in one transaction (a savepoint if
     one is open): on any failure nothing is written. `grant_to` names the reader role
-    to give SELECT on the table. Raises RecordsError, TableNotEmptyError, psycopg.Error.
+    to give SELECT on the table. Every id has `id_format`'s width, and so must an
+    existing table's. Raises RecordsError, TableNotEmptyError, StoreError ("schema":
+    a table of another schema or width), psycopg.Error.
     """
-    rows = postgres_rows(records)
+    rows = postgres_rows(records, id_format=id_format)
     with connection.transaction():
         if connection.execute("SELECT to_regclass('tickets') IS NULL").fetchone() == (True,):
-            for statement in CREATE_SCHEMA:
+            for statement in create_schema(id_format):
                 connection.execute(statement)
         else:
-            check_schema(connection, describe_params(connection.info.get_parameters()))
+            source = describe_params(connection.info.get_parameters())
+            check_schema(connection, source, id_format)
         # Under FORCE the owner, too, sees only app.tenant's rows and may insert no
         # other: lift it for this transaction only. ALTER TABLE holds an ACCESS
         # EXCLUSIVE lock until commit, so no other session ever sees the table unforced.
@@ -96,12 +102,19 @@ def import_dsn(
     *,
     grant_to: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    id_format: IdFormat = ID_FORMAT,
 ) -> int:
     """Connect to `dsn` (as the owner) and `import_records`; database failures raise StoreError."""
     source = describe(dsn)
     try:
         with psycopg.connect(dsn) as connection:
-            return import_records(connection, records, grant_to=grant_to, on_progress=on_progress)
+            return import_records(
+                connection,
+                records,
+                grant_to=grant_to,
+                on_progress=on_progress,
+                id_format=id_format,
+            )
     except psycopg.Error as error:
         raise store_error(error, source, "import into") from None
 
@@ -112,6 +125,7 @@ def replace_records(
     *,
     on_progress: Callable[[int, int], None] | None = None,
     attempts: int = SWAP_ATTEMPTS,
+    id_format: IdFormat = ID_FORMAT,
 ) -> int:
     """Replace every ticket with `records` (at version 0): built beside, swapped atomically.
 
@@ -120,15 +134,16 @@ def replace_records(
     with the same policy, comment and grants. Then one short transaction takes the
     tables' locks (waiting SWAP_LOCK_TIMEOUT_MS at a time, up to `attempts` times),
     drops the old table, renames the new one into its place and clears the tombstones.
-    A reader's call sees the whole old set or the whole new set. Raises RecordsError,
+    A reader's call sees the whole old set or the whole new set. Every id has
+    `id_format`'s width, and so must the tables'. Raises RecordsError,
     StoreError("locked") when the locks never came (nothing changed), psycopg.Error.
     """
-    rows = postgres_rows(records)
+    rows = postgres_rows(records, id_format=id_format)
     source = describe_params(connection.info.get_parameters())
     with connection.transaction():
-        check_schema(connection, source)
+        check_schema(connection, source, id_format)
         connection.execute(f"DROP TABLE IF EXISTS {NEXT_TABLE}")
-        for statement in tickets_table(NEXT_TABLE):
+        for statement in tickets_table(NEXT_TABLE, id_format):
             connection.execute(statement)
         _copy(connection, NEXT_TABLE, rows, on_progress)
         connection.execute(f"ALTER TABLE {NEXT_TABLE} FORCE ROW LEVEL SECURITY")
@@ -160,13 +175,19 @@ def replace_records(
 
 
 def replace_dsn(
-    dsn: str, records: Records, *, on_progress: Callable[[int, int], None] | None = None
+    dsn: str,
+    records: Records,
+    *,
+    on_progress: Callable[[int, int], None] | None = None,
+    id_format: IdFormat = ID_FORMAT,
 ) -> int:
     """Connect to `dsn` (as the owner) and `replace_records`; database failures raise StoreError."""
     source = describe(dsn)
     try:
         with psycopg.connect(dsn) as connection:
-            return replace_records(connection, records, on_progress=on_progress)
+            return replace_records(
+                connection, records, on_progress=on_progress, id_format=id_format
+            )
     except psycopg.Error as error:
         raise store_error(error, source, "replace the tickets of") from None
 
@@ -185,9 +206,12 @@ def _copy(
                 on_progress(done, len(rows))
 
 
-def postgres_rows(records: Records) -> list[StoredRow]:
-    """Check `records` by the records rules, and refuse NUL; return rows in key order."""
-    rows = record_rows(records)
+def postgres_rows(records: Records, *, id_format: IdFormat = ID_FORMAT) -> list[StoredRow]:
+    """Check `records` by the records rules (ids of `id_format`), and refuse NUL.
+
+    Return the rows in key order.
+    """
+    rows = record_rows(records, id_format=id_format)
     for position, fields in enumerate(rows, start=1):
         if any("\x00" in text for text in fields):
             raise RecordsError(

@@ -12,9 +12,13 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ticket_tools.store import StoreError
+from ticket_tools.stores.records import id_width_message
+from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
-# 2: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
-SCHEMA_VERSION = 2
+# 2: the id's CHECK holds the deployment's ID width (`--id-digits`), so PostgreSQL
+# refuses an id of another width and `check_schema` can tell which width a table has.
+# 3: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
+SCHEMA_VERSION = 3
 # The advisory lock a writer holds for each batch, and `import --replace` for its swap:
 # two writers never interleave reading a version and writing it.
 WRITER_LOCK = 0x544B5431  # "TKT1"
@@ -28,10 +32,12 @@ _TOMBSTONES_COMMENT = f"ticket-tools tombstones, schema version {SCHEMA_VERSION}
 # ('İ', final sigma), so the text filter never calls it (the writer recomputes it on
 # every upsert). Only the public fields are stored: internal fields are dropped at import.
 # `version` is the change feed's version of the ticket (0 from import, docs/feed.md).
+# The id's CHECK is the ID format's own pattern: in PostgreSQL's regular expressions `$`
+# matches at the very end only, and [0-9] under "C" is the ten ASCII digits.
 _CREATE_TABLE = """
 CREATE TABLE {name} (
     tenant text COLLATE "C" NOT NULL,
-    id text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL CHECK (id ~ '^{pattern}$'),
     title text COLLATE "C" NOT NULL,
     status text COLLATE "C" NOT NULL,
     title_lower text COLLATE "C" NOT NULL,
@@ -44,10 +50,11 @@ CREATE TABLE {name} (
 # the reader's statements, grant, policy and page plan stay exactly as they were, and
 # a page never skips deleted rows. The reader is granted nothing on it, and it has the
 # same forced policy, so even a role granted it by mistake sees one tenant's keys at most.
+# Its id holds the same width's CHECK as the tickets table's.
 _CREATE_TOMBSTONES = """
 CREATE TABLE tombstones (
     tenant text COLLATE "C" NOT NULL,
-    id text COLLATE "C" NOT NULL,
+    id text COLLATE "C" NOT NULL CHECK (id ~ '^{pattern}$'),
     version bigint NOT NULL CHECK (version >= 0),
     PRIMARY KEY (tenant, id)
 )
@@ -57,40 +64,61 @@ _TOMBSTONES_POLICY = "tombstones_tenant"
 _TENANT_RULE = "USING (tenant = current_setting('app.tenant', true))"
 
 
-def tickets_table(name: str) -> tuple[str, ...]:
+def tickets_table(name: str, id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
     """Return the statements that create a tickets table named `name`, policy enabled.
 
-    `name` is "tickets", or the table `import --replace` builds beside it.
+    `name` is "tickets", or the table `import --replace` builds beside it; its id CHECK
+    holds the width of `id_format`.
     """
     return (
-        _CREATE_TABLE.format(name=name),
+        _CREATE_TABLE.format(name=name, pattern=id_format.pattern),
         f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY",
         f"CREATE POLICY {_POLICY} ON {name} {_TENANT_RULE}",
         f"COMMENT ON TABLE {name} IS '{_COMMENT}'",
     )
 
 
-CREATE_SCHEMA = (
-    *tickets_table("tickets"),
-    _CREATE_TOMBSTONES,
-    "ALTER TABLE tombstones ENABLE ROW LEVEL SECURITY",
-    "ALTER TABLE tombstones FORCE ROW LEVEL SECURITY",
-    f"CREATE POLICY {_TOMBSTONES_POLICY} ON tombstones {_TENANT_RULE}",
-    f"COMMENT ON TABLE tombstones IS '{_TOMBSTONES_COMMENT}'",
-)
-"""The statements that create both tables, their policies and their version stamps.
+def tombstones_table(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
+    """Return the statements that create the tombstones table, its policy forced."""
+    return (
+        _CREATE_TOMBSTONES.format(pattern=id_format.pattern),
+        "ALTER TABLE tombstones ENABLE ROW LEVEL SECURITY",
+        "ALTER TABLE tombstones FORCE ROW LEVEL SECURITY",
+        f"CREATE POLICY {_TOMBSTONES_POLICY} ON tombstones {_TENANT_RULE}",
+        f"COMMENT ON TABLE tombstones IS '{_TOMBSTONES_COMMENT}'",
+    )
 
-The import forces the tickets policy itself, after copying (docs/postgres.md).
-"""
 
-MIGRATE_FROM_1 = (
+def create_schema(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
+    """Return the statements that create both tables for IDs of `id_format`.
+
+    The tables, their policies and their version stamps; the importer then forces the
+    tickets policy itself, after copying (docs/postgres.md).
+    """
+    return (*tickets_table("tickets", id_format), *tombstones_table(id_format))
+
+
+_ADD_VERSION = (
     "ALTER TABLE tickets ADD COLUMN version bigint NOT NULL DEFAULT 0 CHECK (version >= 0)",
     "ALTER TABLE tickets ALTER COLUMN version DROP DEFAULT",
-    *CREATE_SCHEMA[4:],
+)
+
+MIGRATE_FROM_2 = (
+    *_ADD_VERSION,
+    *tombstones_table(ID_FORMAT),
     f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
 )
-"""What turns a schema version 1 database into this version, run as the owner in one
-transaction: every ticket gets version 0, as if imported (docs/postgres.md)."""
+"""What turns a schema version 2 database of the brief's IDs (TKT- and three digits) into
+this version, run as the owner in one transaction: every ticket gets version 0, as if
+imported (docs/postgres.md). For another width, `tombstones_table(IdFormat(n))`."""
+
+MIGRATE_FROM_1 = (
+    f"ALTER TABLE tickets ADD CONSTRAINT tickets_id_check CHECK (id ~ '^{ID_FORMAT.pattern}$')",
+    *MIGRATE_FROM_2,
+)
+"""What turns a schema version 1 database (always the brief's IDs, TKT- and three digits)
+into this version, run as the owner in one transaction: the id CHECK of version 2, then
+MIGRATE_FROM_2 (docs/postgres.md)."""
 
 # One row describing the table as the catalog sees it, or no row without a table.
 _SCHEMA_SQL = """
@@ -124,29 +152,47 @@ WHERE c.oid = to_regclass(%s)
 _KEY = ["tenant text C NOT NULL", "id text C NOT NULL"]
 _VERSION = ["version bigint  NOT NULL"]
 _TEXT = [f"{name} text C NOT NULL" for name in ("title", "status", "title_lower")]
-_CONSTRAINTS = ["PRIMARY KEY (tenant, id)", "CHECK ((version >= 0))"]
 _TENANT_QUAL = "(tenant = current_setting('app.tenant'::text, true))"
-# Per table: its comment, RLS enabled and forced, its columns, constraints and policies.
-# Exactly one policy each, for every command and every role: another permissive policy
-# would widen what a connection sees, so any other set of policies is refused.
-_EXPECTED = {
-    "tickets": (
-        _COMMENT,
-        True,
-        True,
-        _KEY + _TEXT + _VERSION,
-        _CONSTRAINTS,
-        [f"{_POLICY} * true {{0}} {_TENANT_QUAL}"],
-    ),
-    "tombstones": (
-        _TOMBSTONES_COMMENT,
-        True,
-        True,
-        _KEY + _VERSION,
-        _CONSTRAINTS,
-        [f"{_TOMBSTONES_POLICY} * true {{0}} {_TENANT_QUAL}"],
-    ),
-}
+
+
+def _constraints(id_format: IdFormat) -> list[str]:
+    # As pg_get_constraintdef spells them, ordered by name: *_id_check, *_pkey,
+    # *_version_check (a table built as tickets_next keeps its names in that order).
+    return [
+        f"CHECK ((id ~ '^{id_format.pattern}$'::text))",
+        "PRIMARY KEY (tenant, id)",
+        "CHECK ((version >= 0))",
+    ]
+
+
+def _expected(id_format: IdFormat) -> dict[str, tuple[object, ...]]:
+    """Per table: its comment, RLS enabled and forced, its columns, constraints, policies.
+
+    Exactly one policy each, for every command and every role: another permissive policy
+    would widen what a connection sees, so any other set of policies is refused.
+    """
+    return {
+        "tickets": (
+            _COMMENT,
+            True,
+            True,
+            _KEY + _TEXT + _VERSION,
+            _constraints(id_format),
+            [f"{_POLICY} * true {{0}} {_TENANT_QUAL}"],
+        ),
+        "tombstones": (
+            _TOMBSTONES_COMMENT,
+            True,
+            True,
+            _KEY + _VERSION,
+            _constraints(id_format),
+            [f"{_TOMBSTONES_POLICY} * true {{0}} {_TENANT_QUAL}"],
+        ),
+    }
+
+
+_TABLES = ("tickets", "tombstones")
+_OLD_VERSIONS = tuple(f"ticket-tools tickets, schema version {n}" for n in (1, 2))
 
 # Whether the connection's roles could skip the policy: a superuser, a BYPASSRLS role,
 # or the table's owner, or a member of any of these (who could SET ROLE to it). Both
@@ -185,19 +231,27 @@ def check_connection(connection: psycopg.Connection, source: str) -> None:
             )
 
 
-def check_schema(connection: psycopg.Connection, source: str) -> None:
+def check_schema(
+    connection: psycopg.Connection, source: str, id_format: IdFormat = ID_FORMAT
+) -> None:
     """Raise StoreError("schema") unless both tables are this schema version, policies forced.
 
-    A database of an older version is refused with what migrates it.
+    The tables must be the ones made for IDs of `id_format`: ones made for another width
+    are refused with a message naming both widths, and a database of an older version
+    with what migrates it.
     """
-    found = {table: connection.execute(_SCHEMA_SQL, (table,)).fetchone() for table in _EXPECTED}
-    if found == _EXPECTED:
+    found = {table: connection.execute(_SCHEMA_SQL, (table,)).fetchone() for table in _TABLES}
+    if found == _expected(id_format):
         return
+    for digits in range(MIN_ID_DIGITS, MAX_ID_DIGITS + 1):
+        if found == _expected(IdFormat(digits)):
+            raise StoreError("schema", id_width_message(source, digits, id_format))
     tickets = found["tickets"]
-    if tickets is not None and tickets[0] == "ticket-tools tickets, schema version 1":
+    if tickets is not None and tickets[0] in _OLD_VERSIONS:
+        version = _OLD_VERSIONS.index(tickets[0]) + 1
         raise StoreError(
             "schema",
-            f"{source} has schema version 1; to migrate, run docs/postgres.md's "
+            f"{source} has schema version {version}; to migrate, run docs/postgres.md's "
             "migration statements as the table's owner",
         )
     raise StoreError(

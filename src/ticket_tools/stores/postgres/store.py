@@ -25,7 +25,7 @@ from ticket_tools.stores.postgres.schema import (
     store_error,
 )
 from ticket_tools.stores.records import is_text
-from ticket_tools.tickets import Ticket
+from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
 
 # How long one call may take: waiting for a pooled connection, connecting, and the
 # statement itself (its statement_timeout). Past it the call fails as "unavailable".
@@ -76,11 +76,13 @@ class PostgresStore(TicketStore):
         *,
         timeout: float = DEFAULT_TIMEOUT,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        id_format: IdFormat = ID_FORMAT,
     ) -> PostgresStore:
         """Connect as the reader role; refuse a role that could bypass the policy.
 
         Raises StoreError: "privileged" for a superuser, BYPASSRLS or owner role,
-        "schema" for a database without this schema version's table and policy,
+        "schema" for a database without this schema version's table and policy, or
+        whose table was made for IDs of another width than `id_format`,
         "unavailable" for any other failure (no server, no such database or role).
         """
         source = describe(dsn)
@@ -89,7 +91,7 @@ class PostgresStore(TicketStore):
         try:
             with psycopg.connect(dsn, connect_timeout=connect_timeout) as connection:
                 check_connection(connection, source)
-                check_schema(connection, source)
+                check_schema(connection, source, id_format)
         except psycopg.Error as error:
             raise store_error(error, source, "connect to") from None
         pool: ConnectionPool = ConnectionPool(

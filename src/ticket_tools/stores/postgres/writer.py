@@ -19,6 +19,7 @@ from ticket_tools.stores.feed import Change, Counts, FeedError, Key, has_nul, pl
 
 # WRITER_LOCK is held for each batch: a row lock cannot guard a key not yet stored.
 from ticket_tools.stores.postgres.schema import WRITER_LOCK, check_schema, describe, store_error
+from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long one batch may take, waits for locks included (its statement_timeout).
 DEFAULT_TIMEOUT = 30.0
@@ -53,20 +54,31 @@ SELECT has_table_privilege('tickets', 'SELECT, INSERT, UPDATE, DELETE')
 class PostgresWriter:
     """One connection to a ticket database, as a role that may write it."""
 
-    def __init__(self, connection: psycopg.Connection, source: str, *, timeout: float) -> None:
+    def __init__(
+        self,
+        connection: psycopg.Connection,
+        source: str,
+        *,
+        timeout: float,
+        id_format: IdFormat = ID_FORMAT,
+    ) -> None:
         """Wrap an open autocommit connection that `open` has checked."""
         self._connection = connection
         self._source = source
+        self.id_format = id_format
+        """The ticket-ID width of the tables: every change must have ids of it."""
         self._timeout_ms = str(max(1, math.ceil(timeout * 1000)))
         self._close = weakref.finalize(self, connection.close)
 
     @classmethod
-    def open(cls, dsn: str, *, timeout: float = DEFAULT_TIMEOUT) -> PostgresWriter:
+    def open(
+        cls, dsn: str, *, timeout: float = DEFAULT_TIMEOUT, id_format: IdFormat = ID_FORMAT
+    ) -> PostgresWriter:
         """Connect as the owner (or a writer role); refuse a role that cannot write.
 
         Raises StoreError: "privileged" for a role without write access to both
-        tables (the reader), "schema" for a database without this schema version,
-        "unavailable" for any other failure.
+        tables (the reader), "schema" for a database without this schema version or
+        made for another ID width than `id_format`'s, "unavailable" for any other failure.
         """
         source = describe(dsn)
         try:
@@ -76,7 +88,7 @@ class PostgresWriter:
         except psycopg.Error as error:
             raise store_error(error, source, "connect to") from None
         try:
-            check_schema(connection, source)
+            check_schema(connection, source, id_format)
             if connection.execute(_WRITER_SQL).fetchone() != (True,):
                 raise StoreError(
                     "privileged",
@@ -89,7 +101,7 @@ class PostgresWriter:
         except StoreError:
             connection.close()
             raise
-        return cls(connection, source, timeout=timeout)
+        return cls(connection, source, timeout=timeout, id_format=id_format)
 
     def close(self) -> None:
         """Close the connection; later batches raise StoreError."""

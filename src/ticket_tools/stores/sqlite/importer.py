@@ -12,6 +12,7 @@ from pathlib import Path
 from ticket_tools.store import Records
 from ticket_tools.stores.records import StoredRow, record_rows
 from ticket_tools.stores.sqlite.schema import create_schema, store_error
+from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # Rows per executemany call during an import; also how often progress is reported.
 IMPORT_BATCH = 10_000
@@ -23,11 +24,16 @@ Progress = Callable[[int, int], None]
 
 
 def write_database(
-    path: str | os.PathLike[str], records: Records, *, on_progress: Progress | None = None
+    path: str | os.PathLike[str],
+    records: Records,
+    *,
+    on_progress: Progress | None = None,
+    id_format: IdFormat = ID_FORMAT,
 ) -> int:
     """Write `records` into a new ticket database file; return the ticket count.
 
-    Every record is checked first (`record_rows`), so a refused file writes nothing.
+    Every record is checked first (`record_rows`, ids of `id_format`), so a refused
+    file writes nothing; the file is made for that ID width and opens with it only.
     The database is built beside `path` in a hidden temporary folder and linked into
     place when complete: a failure or an interrupt leaves nothing behind, a reader
     never sees a half-built database, and an existing `path` is never overwritten.
@@ -39,14 +45,14 @@ def write_database(
     path = Path(path)
     if path.exists():
         raise FileExistsError(f"{path} already exists")
-    rows = record_rows(records)
+    rows = record_rows(records, id_format=id_format)
     # Beside the target, so that the final link stays on one filesystem.
     folder = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     temporary = folder / path.name
     try:
         # Created here, not by SQLite (0644) nor by mkstemp (0600): the umask decides.
         os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
-        _fill(temporary, rows, on_progress, str(path))
+        _fill(temporary, rows, on_progress, str(path), id_format)
         # A hard link puts the complete file in place, and fails if `path` appeared
         # meanwhile: unlike a rename, it never replaces a file.
         os.link(temporary, path)
@@ -55,14 +61,20 @@ def write_database(
     return len(rows)
 
 
-def _fill(file: Path, rows: list[StoredRow], on_progress: Progress | None, target: str) -> None:
+def _fill(
+    file: Path,
+    rows: list[StoredRow],
+    on_progress: Progress | None,
+    target: str,
+    id_format: IdFormat,
+) -> None:
     try:
         connection = sqlite3.connect(file, isolation_level=None)
         try:
             # The file is discarded on any failure, so it needs no journal.
             connection.execute("PRAGMA journal_mode = OFF")
             connection.execute("PRAGMA synchronous = OFF")
-            insert_rows(connection, rows, on_progress)
+            insert_rows(connection, rows, on_progress, id_format=id_format)
             # Persistent in the file: readers then never wait for `apply`'s writes
             # (docs/feed.md), and a reader's snapshot never blocks a writer.
             connection.execute("PRAGMA journal_mode = WAL")
@@ -73,11 +85,15 @@ def _fill(file: Path, rows: list[StoredRow], on_progress: Progress | None, targe
 
 
 def insert_rows(
-    connection: sqlite3.Connection, rows: list[StoredRow], on_progress: Progress | None
+    connection: sqlite3.Connection,
+    rows: list[StoredRow],
+    on_progress: Progress | None,
+    *,
+    id_format: IdFormat = ID_FORMAT,
 ) -> None:
-    """Create the schema and insert every row, at version 0, in one transaction."""
+    """Create the schema for ids of `id_format`, insert every row at version 0: one transaction."""
     connection.execute("BEGIN")
-    create_schema(connection)
+    create_schema(connection, id_format)
     insert_batches(connection, rows, on_progress)
     connection.execute("COMMIT")
 

@@ -5,13 +5,17 @@ from __future__ import annotations
 import sqlite3
 
 from ticket_tools.store import StoreError
+from ticket_tools.stores.records import id_width_message
+from ticket_tools.tickets import ID_FORMAT, ID_PREFIX, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 # Written into the file header so `open` can tell a ticket database of this schema
 # from any other SQLite file without guessing from table names.
 APPLICATION_ID = 0x544B5431  # "TKT1"
 # 2: the CHECK constraints, so that SQLite itself refuses a value that is not text.
-# 3: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
-SCHEMA_VERSION = 3
+# 3: the id's CHECK holds the deployment's ID width (`--id-digits`), so SQLite refuses
+# an id of another width and `open` can tell which width a file was made for.
+# 4: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
+SCHEMA_VERSION = 4
 
 # Only the three public fields are stored: internal fields are dropped at import,
 # so no query, bug or future column list can ever return them. WITHOUT ROWID makes
@@ -19,10 +23,12 @@ SCHEMA_VERSION = 3
 # Every column compares with SQLite's default BINARY collation (bytes): a tenant
 # declared COLLATE NOCASE would let session "ALPHA" read alpha's tickets.
 # `version` is the source's version of the ticket (0 from import, docs/feed.md).
-# SQLite keeps this text, as written, in sqlite_master; `check_schema` compares it.
-SCHEMA = """CREATE TABLE tickets (
+# The id's GLOB spells one [0-9] per digit: GLOB has no repetition count, and with no
+# wildcard it matches exactly that many characters. SQLite keeps this text, as written,
+# in sqlite_master; `check_schema` compares it.
+_SCHEMA = """CREATE TABLE tickets (
     tenant TEXT NOT NULL CHECK (typeof(tenant) = 'text'),
-    id TEXT NOT NULL CHECK (typeof(id) = 'text'),
+    id TEXT NOT NULL CHECK (typeof(id) = 'text' AND id GLOB '{id_glob}'),
     title TEXT NOT NULL CHECK (typeof(title) = 'text'),
     status TEXT NOT NULL CHECK (typeof(status) = 'text'),
     version INTEGER NOT NULL CHECK (typeof(version) = 'integer' AND version >= 0),
@@ -32,16 +38,41 @@ SCHEMA = """CREATE TABLE tickets (
 # arriving later cannot bring it back. A table of its own, which no reader's
 # statement names: a tombstone cannot reach a reader, and a page is still one range
 # of the tickets key with no deleted rows to skip.
-TOMBSTONES = """CREATE TABLE tombstones (
+# Its id holds the same width's CHECK as the tickets table's.
+_TOMBSTONES = """CREATE TABLE tombstones (
     tenant TEXT NOT NULL CHECK (typeof(tenant) = 'text'),
-    id TEXT NOT NULL CHECK (typeof(id) = 'text'),
+    id TEXT NOT NULL CHECK (typeof(id) = 'text' AND id GLOB '{id_glob}'),
     version INTEGER NOT NULL CHECK (typeof(version) = 'integer' AND version >= 0),
     PRIMARY KEY (tenant, id)
 ) WITHOUT ROWID"""
-_OBJECTS = [
-    ("table", "tickets", "tickets", SCHEMA),
-    ("table", "tombstones", "tombstones", TOMBSTONES),
-]
+
+
+def schema_sql(id_format: IdFormat = ID_FORMAT) -> str:
+    """Return the CREATE TABLE statement of the tickets table for ticket IDs of `id_format`."""
+    return _SCHEMA.format(id_glob=_id_glob(id_format))
+
+
+def tombstones_sql(id_format: IdFormat = ID_FORMAT) -> str:
+    """Return the CREATE TABLE statement of the tombstones table for IDs of `id_format`."""
+    return _TOMBSTONES.format(id_glob=_id_glob(id_format))
+
+
+def _id_glob(id_format: IdFormat) -> str:
+    return ID_PREFIX + "[0-9]" * id_format.digits
+
+
+def _objects(id_format: IdFormat) -> list[tuple[object, ...]]:
+    """The rows of sqlite_master (ordered by name) of a database for IDs of `id_format`."""
+    return [
+        ("table", "tickets", "tickets", schema_sql(id_format)),
+        ("table", "tombstones", "tombstones", tombstones_sql(id_format)),
+    ]
+
+
+SCHEMA = schema_sql()
+"""The tickets table of the brief's IDs, TKT- and three digits."""
+TOMBSTONES = tombstones_sql()
+"""The tombstones table of the brief's IDs, TKT- and three digits."""
 
 # sqlite3_errstr's wording for the failures a user can act on (SQLite's own text,
 # so never anything from the file); any other code is shown by its name alone.
@@ -56,21 +87,25 @@ _CAUSES = {
 }
 
 
-def create_schema(connection: sqlite3.Connection) -> None:
-    """Stamp the file header and create the tickets table (inside the caller's transaction)."""
+def create_schema(connection: sqlite3.Connection, id_format: IdFormat = ID_FORMAT) -> None:
+    """Stamp the file header and create both tables (inside the caller's transaction)."""
     connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-    connection.execute(SCHEMA)
-    connection.execute(TOMBSTONES)
+    connection.execute(schema_sql(id_format))
+    connection.execute(tombstones_sql(id_format))
 
 
-def check_schema(connection: sqlite3.Connection, source: str) -> None:
+def check_schema(
+    connection: sqlite3.Connection, source: str, id_format: IdFormat = ID_FORMAT
+) -> None:
     """Raise StoreError("schema") unless the database is exactly what `create_schema` makes.
 
     Exactly: the header stamps, UTF-8 text (SQLite compares TEXT as stored bytes,
     and only UTF-8 bytes order as Python orders str), and two objects, the tickets
-    and tombstones tables, declared by the very text of SCHEMA and TOMBSTONES: so no
-    collation, type or constraint can differ, and no index, view or trigger was added.
+    and tombstones tables, declared by the very text of `schema_sql(id_format)` and
+    `tombstones_sql(id_format)`: so no collation, type or constraint can differ, and no
+    index, view or trigger was added. A database made for another ID width is refused
+    with a message naming both widths.
     """
     objects = connection.execute(
         "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
@@ -87,13 +122,24 @@ def check_schema(connection: sqlite3.Connection, source: str) -> None:
         problem = "it was made by a newer version of ticket-tools"
     elif connection.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
         problem = "its text is not stored as UTF-8"
-    elif objects != _OBJECTS:
+    elif objects != _objects(id_format):
+        made_for = _id_digits_of(objects)
+        if made_for is not None:
+            raise StoreError("schema", id_width_message(source, made_for, id_format))
         problem = "its tables differ from the ones import creates"
     if problem is not None:
         raise StoreError(
             "schema",
             f"{source} is not a ticket database of schema version {SCHEMA_VERSION}: {problem}",
         )
+
+
+def _id_digits_of(objects: list[tuple[object, ...]]) -> int | None:
+    """Return the ID width whose schema the database has, if it is one import makes."""
+    for digits in range(MIN_ID_DIGITS, MAX_ID_DIGITS + 1):
+        if objects == _objects(IdFormat(digits)):
+            return digits
+    return None
 
 
 def store_error(error: sqlite3.Error, source: str, action: str = "read") -> StoreError:

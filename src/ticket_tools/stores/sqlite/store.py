@@ -14,7 +14,7 @@ from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.records import is_text, record_rows
 from ticket_tools.stores.sqlite.importer import insert_rows, write_database
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
-from ticket_tools.tickets import Ticket
+from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
 
 # write_database is also importable from here, where it lived before the import split out.
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SQLiteStore", "write_database"]
@@ -57,14 +57,19 @@ class SQLiteStore(TicketStore):
     stored text, so it matches nothing, as in a dict of importable records.
     """
 
-    def __init__(self, connection: sqlite3.Connection, source: str) -> None:
-        """Wrap an open connection to a ticket database; check its schema, then forbid writes."""
+    def __init__(
+        self, connection: sqlite3.Connection, source: str, *, id_format: IdFormat = ID_FORMAT
+    ) -> None:
+        """Wrap an open connection to a ticket database; check its schema, then forbid writes.
+
+        The schema must be the one made for ticket IDs of `id_format`.
+        """
         self._source = source
         self._lock = threading.Lock()
         self._connection = connection
         self._close = weakref.finalize(self, connection.close)
         try:
-            check_schema(connection, source)
+            check_schema(connection, source, id_format)
             connection.create_function(_MATCH_FUNCTION, 2, _title_matches, deterministic=True)
             connection.execute("PRAGMA query_only = ON")
         except sqlite3.Error as error:
@@ -75,11 +80,18 @@ class SQLiteStore(TicketStore):
             raise
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, timeout: float | None = None) -> SQLiteStore:
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float | None = None,
+        id_format: IdFormat = ID_FORMAT,
+    ) -> SQLiteStore:
         """Open an existing ticket database file, read-only.
 
         `timeout` is how long a read waits for another connection's write lock
-        before failing as "locked" (default DEFAULT_BUSY_TIMEOUT seconds).
+        before failing as "locked" (default DEFAULT_BUSY_TIMEOUT seconds). A file
+        made for another ID width than `id_format` is refused (StoreError "schema").
         """
         path = Path(path)
         timeout = DEFAULT_BUSY_TIMEOUT if timeout is None else timeout
@@ -97,22 +109,27 @@ class SQLiteStore(TicketStore):
             )
         except sqlite3.Error as error:
             raise store_error(error, str(path)) from None
-        return cls(connection, str(path))
+        return cls(connection, str(path), id_format=id_format)
 
     @classmethod
     def from_records(
-        cls, records: Records, path: str | os.PathLike[str] = ":memory:"
+        cls,
+        records: Records,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        id_format: IdFormat = ID_FORMAT,
     ) -> SQLiteStore:
         """Build a store from a contract records dict: in memory, or as a new database file.
 
-        The records must follow the import rules (`records.record_rows`).
+        The records must follow the import rules (`records.record_rows`) for `id_format`.
         """
         if str(path) != ":memory:":
-            write_database(path, records)
-            return cls.open(path)
+            write_database(path, records, id_format=id_format)
+            return cls.open(path, id_format=id_format)
         connection = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        insert_rows(connection, record_rows(records), on_progress=None)
-        return cls(connection, ":memory:")
+        rows = record_rows(records, id_format=id_format)
+        insert_rows(connection, rows, on_progress=None, id_format=id_format)
+        return cls(connection, ":memory:", id_format=id_format)
 
     def close(self) -> None:
         """Close the connection; later calls raise StoreError."""

@@ -13,6 +13,7 @@ from ticket_tools.stores.feed import Change, Counts, Key, plan
 from ticket_tools.stores.records import StoredRow
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
+from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long a batch waits for another writer's lock (a second `apply`) before failing.
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -42,13 +43,20 @@ class SQLiteWriter:
     the server's readers never wait for a batch and always see the last commit.
     """
 
-    def __init__(self, connection: sqlite3.Connection, source: str) -> None:
-        """Wrap an open read-write connection; check its schema and switch it to WAL."""
+    def __init__(
+        self, connection: sqlite3.Connection, source: str, id_format: IdFormat = ID_FORMAT
+    ) -> None:
+        """Wrap an open read-write connection; check its schema and switch it to WAL.
+
+        The database must be made for ticket IDs of `id_format` (else StoreError("schema")).
+        """
         self._connection = connection
         self._source = source
+        self.id_format = id_format
+        """The ticket-ID width of the database: every change must have ids of it."""
         self._close = weakref.finalize(self, connection.close)
         try:
-            check_schema(connection, source)
+            check_schema(connection, source, id_format)
             connection.execute("PRAGMA journal_mode = WAL")
         except sqlite3.Error as error:
             self.close()
@@ -59,7 +67,11 @@ class SQLiteWriter:
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike[str], *, timeout: float = DEFAULT_BUSY_TIMEOUT
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        timeout: float = DEFAULT_BUSY_TIMEOUT,
+        id_format: IdFormat = ID_FORMAT,
     ) -> SQLiteWriter:
         """Open an existing ticket database file for writing (never creates one)."""
         path = Path(path)
@@ -76,7 +88,7 @@ class SQLiteWriter:
             )
         except sqlite3.Error as error:
             raise store_error(error, str(path), "write") from None
-        return cls(connection, str(path))
+        return cls(connection, str(path), id_format)
 
     def close(self) -> None:
         """Close the connection; later batches raise StoreError."""

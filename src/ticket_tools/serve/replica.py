@@ -1,0 +1,176 @@
+"""One replica behind a load balancer: its store workers, limits, probes, metrics and drain.
+
+`Replica` puts them around the SDK's Streamable HTTP app: the probe and metrics routes,
+the `FairShare` middleware after the token check, the background store probe in the
+app's lifespan; `serve` runs uvicorn so that SIGTERM drains:
+
+1. `/readyz` answers 503 at once, and every new MCP request 503 with `Retry-After`;
+2. the tool calls in flight finish, for at most `grace_seconds`; past it, those still
+   waiting on the store fail as unavailable (retry on another replica);
+3. then uvicorn stops: the listener closes, open responses get SHUTDOWN_SECONDS to end,
+   and the process exits with status 0. A second SIGTERM or SIGINT ends the grace at once.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any
+
+import anyio
+import prometheus_client
+import uvicorn
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.routing import Route
+
+from ticket_tools.serve.limits import FairShare, RateLimits
+from ticket_tools.serve.metrics import Metrics
+from ticket_tools.serve.probes import Readiness
+from ticket_tools.serve.workers import StoreCalls, WorkerLimits
+from ticket_tools.store import Records, TicketStore
+
+DEFAULT_GRACE_SECONDS = 3.0
+"""How long a drain waits for calls in flight: past the store deadline (2 s), so a call
+that started before SIGTERM ends by itself; well inside Kubernetes' 30 s."""
+SHUTDOWN_SECONDS = 1  # after the drain, open responses (an SSE stream) get this long
+
+
+@dataclass(frozen=True)
+class ReplicaOptions:
+    """The store workers, rate limits, drain and metrics address of one replica."""
+
+    workers: WorkerLimits = field(default_factory=WorkerLimits)
+    """Store worker threads, each tenant's share of them, and the deadline per store call."""
+    rates: RateLimits = field(default_factory=RateLimits)
+    """Calls per second per tenant and per token subject."""
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    """How long SIGTERM waits for the calls in flight (`--grace`)."""
+    metrics_address: tuple[str, int] | None = None
+    """Serve /metrics on this HOST, PORT of its own instead of the MCP listener."""
+
+
+class Replica:
+    """The operational side of one HTTP server: what the load balancer and Prometheus see."""
+
+    def __init__(
+        self, store: Records | TicketStore, options: ReplicaOptions, *, tenant_claim: str
+    ) -> None:
+        self.options = options
+        self.metrics = Metrics()
+        self.calls = StoreCalls(options.workers, on_store_error=self.metrics.store_error)
+        self.readiness = Readiness(store, self.calls)
+        self._tenant_claim = tenant_claim
+        self._drain_ends: float | None = None
+        self._on_shutdown: list[Callable[[], None]] = []
+
+    def routes(self) -> list[Route]:
+        """Return the probe routes, and /metrics unless it has an address of its own."""
+        routes = [
+            Route("/healthz", self.readiness.healthz, methods=["GET"]),
+            Route("/readyz", self.readiness.readyz, methods=["GET"]),
+        ]
+        if self.options.metrics_address is None:
+            routes.append(Route("/metrics", self.metrics.endpoint, methods=["GET"]))
+        return routes
+
+    def install(self, app: Starlette, *, mcp_path: str, sessions: Callable[[], int]) -> None:
+        """Put the rate limits after the app's token check, and the probe in its lifespan."""
+        # Appended, not add_middleware (which puts it first): it must read the verified token.
+        app.user_middleware.append(
+            Middleware(
+                FairShare,
+                path=mcp_path,
+                limits=self.options.rates,
+                tenant_claim=self._tenant_claim,
+                draining=lambda: self.readiness.draining,
+                refused=self.metrics.refused,
+            )
+        )
+        self.metrics.watch(
+            in_flight=lambda: self.calls.in_flight,
+            busy=lambda: self.calls.busy,
+            sessions=sessions,
+            ready=self.readiness.ready,
+        )
+        app_lifespan = app.router.lifespan_context
+
+        @asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[Any]:
+            async with app_lifespan(app) as state, anyio.create_task_group() as group:
+                group.start_soon(self.readiness.probe_forever)
+                yield state
+                group.cancel_scope.cancel()
+            self.calls.close()
+            for stop in self._on_shutdown:
+                stop()
+
+        app.router.lifespan_context = lifespan
+
+    def begin_drain(self) -> None:
+        """Turn /readyz to 503 and refuse new MCP requests; let the calls in flight finish."""
+        self.readiness.draining = True
+        self._drain_ends = time.monotonic() + self.options.grace_seconds
+
+    def end_grace(self) -> None:
+        """End the drain's grace now: calls still waiting are answered unavailable."""
+        self._drain_ends = time.monotonic()
+
+    def drained(self) -> bool:
+        """Say whether the drain is over: no call in flight (those past the grace are cut off)."""
+        if self._drain_ends is None:
+            return False
+        if time.monotonic() >= self._drain_ends:
+            self.calls.cut_off()
+        return self.calls.in_flight == 0
+
+    def serve(self, app: Starlette, listener: socket.socket) -> None:
+        """Run `app` on `listener` until SIGTERM or SIGINT has drained it."""
+        config = uvicorn.Config(
+            app, log_level="warning", access_log=False, timeout_graceful_shutdown=SHUTDOWN_SECONDS
+        )
+        metrics_server = None
+        if self.options.metrics_address is not None:
+            host, port = self.options.metrics_address
+            metrics_server, _ = prometheus_client.start_http_server(
+                port, host, registry=self.metrics.registry
+            )
+            shown = f"[{host}]" if ":" in host else host
+            print(
+                f"ticket-tools: serving metrics on http://{shown}:{metrics_server.server_port}"
+                "/metrics",
+                file=sys.stderr,
+                flush=True,
+            )
+            # Stopped with the app (its lifespan's end), still inside uvicorn's run.
+            self._on_shutdown.append(metrics_server.shutdown)
+            self._on_shutdown.append(metrics_server.server_close)
+        _DrainingServer(config, self).run(sockets=[listener])
+
+
+class _DrainingServer(uvicorn.Server):
+    """uvicorn's server, except that the first SIGTERM or SIGINT drains before it stops."""
+
+    def __init__(self, config: uvicorn.Config, replica: Replica) -> None:
+        super().__init__(config)
+        self._replica = replica
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """Begin the drain on the first signal; a second one ends its grace at once."""
+        # Only flags here: the next tick (on the event loop, not in a signal handler)
+        # cuts off what still waits.
+        if self._replica.readiness.draining:
+            self._replica.end_grace()
+        else:
+            self._replica.begin_drain()
+
+    async def on_tick(self, counter: int) -> bool:
+        """Stop serving once the drain is over (uvicorn asks every 0.1 s)."""
+        if self._replica.drained():
+            self.should_exit = True
+        return await super().on_tick(counter)
