@@ -16,12 +16,15 @@ import http.server
 import ipaddress
 import json
 import os
+import resource
 import signal
 import ssl
 import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -213,6 +216,7 @@ class HttpServer:
         *extra: str,
         env: Mapping[str, str] | None = None,
         audit_to_stderr: bool = False,
+        nofile: int | None = None,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.stderr_path = folder / "stderr.txt"
@@ -240,6 +244,7 @@ class HttpServer:
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 env={**os.environ, **(env or {})},
+                preexec_fn=None if nofile is None else lambda: _limit_files(nofile),  # noqa: PLW1509
             )
         self.url = self._wait_for_address()
 
@@ -257,6 +262,11 @@ class HttpServer:
         self.process.wait()
         raise RuntimeError(f"the server did not start:\n{self.stderr()}")
 
+    @property
+    def port(self) -> int:
+        """Return the port the server listens on."""
+        return int(self.url.rsplit(":", 1)[1].split("/")[0])
+
     def stderr(self) -> str:
         """Return what the server wrote on stderr so far."""
         return self.stderr_path.read_text(encoding="utf-8")
@@ -270,6 +280,59 @@ class HttpServer:
         """Stop the server as an operator would (SIGTERM); return its exit status."""
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+
+def _limit_files(count: int) -> None:
+    """Lower the open-file limit of the process about to start (run between fork and exec)."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))
+
+
+PROTOCOL = "2025-11-25"
+
+
+def post(
+    url: str,
+    body: bytes | Mapping[str, object] | list[object],
+    bearer: str | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    method: str = "POST",
+) -> tuple[int, dict[str, str], bytes]:
+    """Send `body` to the server as raw HTTP; return status, headers (lower-case) and body."""
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if bearer is not None:
+        sent["Authorization"] = f"Bearer {bearer}"
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(  # noqa: S310 - loopback
+        url, data=data, headers={**sent, **(headers or {})}, method=method
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+            status, answer, got = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        status, answer, got = error.code, error.headers, error.read()
+    return status, {k.lower(): v for k, v in answer.items()}, got
+
+
+def rpc(method: str, params: dict[str, object], request_id: int = 1) -> dict[str, object]:
+    """Return a JSON-RPC request."""
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+INITIALIZE = rpc(
+    "initialize",
+    {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+)
+
+
+def open_session(url: str, bearer: str) -> str:
+    """Initialize a session over raw HTTP; return its id."""
+    status, headers, _ = post(url, INITIALIZE, bearer)
+    assert status == 200
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    sid = headers["mcp-session-id"]
+    assert post(url, initialized, bearer, {"Mcp-Session-Id": sid})[0] == 202
+    return sid
 
 
 class JwksHttpsServer:

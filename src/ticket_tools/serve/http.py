@@ -18,20 +18,22 @@ import signal
 import socket
 import sys
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
 import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl, ValidationError
 from starlette.applications import Starlette
 
 from ticket_tools.execute import Context
 from ticket_tools.serve.audit import AuditLog
+from ticket_tools.serve.connections import ConnectionLimits, GuardedServer, guarded_protocol
+from ticket_tools.serve.protocol import correct_protocol, transport_security
 from ticket_tools.serve.server import build_server
+from ticket_tools.serve.sessions import SessionLimits, bound_sessions
 from ticket_tools.serve.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 from ticket_tools.store import Records, TicketStore
 
@@ -64,6 +66,10 @@ class HttpOptions:
     """This endpoint's public URL (default http://HOST:PORT/mcp), named in the metadata."""
     audit_log: Path | None = None
     """Where audit lines go; None: stderr."""
+    sessions: SessionLimits = field(default_factory=SessionLimits)
+    """Session caps per subject and per tenant, and the idle timeout (not with `stateless`)."""
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    """The header-read deadline and the cap on open connections."""
 
 
 def request_context(rules: TokenRules) -> Context:
@@ -91,22 +97,23 @@ def build_app(
         )
     except ValidationError:
         raise ServeError("--issuer and --resource-url must be http(s) URLs") from None
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[netloc, *options.allowed_hosts],
-        allowed_origins=[f"http://{netloc}", *(f"https://{h}" for h in options.allowed_hosts)],
-    )
+    security = transport_security(options.host, netloc, options.allowed_hosts)
     server = build_server(lambda: request_context(rules), store, observe=audit.observe)
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         # Tool calls answer at once and send no progress: a JSON body is enough.
         json_response=True,
         stateless_http=options.stateless,
+        session_idle_timeout=options.sessions.idle_seconds,
         transport_security=security,
         host=options.host,
         auth=auth,
         token_verifier=verifier,
     )
+    correct_protocol(app, MCP_PATH, resource_url=resource_url, rules=rules)
+    if not options.stateless:
+        bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
+    return app
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -158,6 +165,7 @@ def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
         )
         config = uvicorn.Config(
             app,
+            http=guarded_protocol(options.connections),
             log_level="warning",
             access_log=False,
             timeout_graceful_shutdown=SHUTDOWN_SECONDS,
@@ -169,4 +177,4 @@ def serve_http(options: HttpOptions, store: Records | TicketStore) -> None:
         print(
             f"ticket-tools: serving MCP on http://{netloc}{MCP_PATH}", file=sys.stderr, flush=True
         )
-        uvicorn.Server(config).run(sockets=[listener])
+        GuardedServer(config).run(sockets=[listener])

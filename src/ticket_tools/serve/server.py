@@ -23,6 +23,8 @@ What a client receives for `tools/call`:
 - a fault inside a handler: a JSON-RPC error -32603 "Internal error"; the
   traceback goes to stderr, never to the client.
 
+`tools/list` answers every tool on one page; a request naming a cursor gets -32602.
+
 No tool declares an `outputSchema`: tools/list stays identical to the `mcp`
 export of the declarations, and the result shape is already in each description.
 """
@@ -49,6 +51,7 @@ from ticket_tools.store import Records, TicketStore
 
 SERVER_NAME = "ticket-tools"
 INTERNAL_ERROR_MESSAGE = "Internal error"
+INVALID_CURSOR_MESSAGE = "Invalid cursor: tools/list has one page"
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +104,9 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        # Every tool fits on one page, so no cursor names a page (the spec asks -32602).
+        if params is not None and params.cursor is not None:
+            raise MCPError(code=types.INVALID_PARAMS, message=INVALID_CURSOR_MESSAGE)
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(
