@@ -217,8 +217,12 @@ class HttpServer:
         env: Mapping[str, str] | None = None,
         audit_to_stderr: bool = False,
         nofile: int | None = None,
+        plain: bool = False,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **(env or {})}
+        if plain:
+            env["PYTHONPATH"] = os.pathsep.join([str(_hide_standard_extra(folder)), *sys.path])
         self.stderr_path = folder / "stderr.txt"
         self.audit_path = self.stderr_path if audit_to_stderr else folder / "audit.jsonl"
         args = [
@@ -243,7 +247,7 @@ class HttpServer:
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
-                env={**os.environ, **(env or {})},
+                env=env,
                 preexec_fn=None if nofile is None else lambda: _limit_files(nofile),  # noqa: PLW1509
             )
         self.url = self._wait_for_address()
@@ -280,6 +284,24 @@ class HttpServer:
         """Stop the server as an operator would (SIGTERM); return its exit status."""
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=STOP_TIMEOUT_SECONDS)
+
+
+STANDARD_EXTRA = ("uvloop", "httptools")
+
+
+def _hide_standard_extra(folder: Path) -> Path:
+    """Return a folder whose packages make `import uvloop` and `import httptools` fail.
+
+    Put first on PYTHONPATH, it runs the server as if uvicorn's `standard` extra were not
+    installed: the asyncio loop and the h11 parser.
+    """
+    hidden = folder / "without-standard-extra"
+    for name in STANDARD_EXTRA:
+        (hidden / name).mkdir(parents=True, exist_ok=True)
+        (hidden / name / "__init__.py").write_text(
+            f"raise ImportError('{name} hidden by the test')\n", encoding="utf-8"
+        )
+    return hidden
 
 
 def _limit_files(count: int) -> None:

@@ -126,11 +126,9 @@ class SessionGate:
     async def _serve(
         self, sid: str, owner: Owner, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        now = self._clock()
+        # One idle past the timeout is either swept already or ended by the SDK (same timeout),
+        # which answers 404 and so has it forgotten below.
         session = self._sessions.get(sid)
-        if session is not None and session.idle_since(now, self._limits.idle_seconds):
-            self._forget(session)
-            session = None
         if session is None or session.owner != owner:
             await _send(send, 404, NOT_FOUND_BODY)
             return
@@ -201,11 +199,10 @@ class SessionGate:
 
 
 def _discard(index: dict[Key, set[_Session]], key: Key, session: _Session) -> None:
-    group = index.get(key)
-    if group is not None:
-        group.discard(session)
-        if not group:
-            del index[key]
+    group = index.get(key, set())
+    group.discard(session)
+    if not group:
+        index.pop(key, None)
 
 
 def bound_sessions(app: Starlette, path: str, limits: SessionLimits, tenant_claim: str) -> None:
