@@ -41,10 +41,16 @@ START_TIMEOUT_SECONDS = 60.0
 class Process:
     """A server subprocess that prints its URL on stderr, stopped with SIGTERM."""
 
-    def __init__(self, args: list[str], stderr_path: Path) -> None:
+    def __init__(
+        self, args: list[str], stderr_path: Path, env: dict[str, str] | None = None
+    ) -> None:
         with stderr_path.open("wb") as stderr:
             self.process = subprocess.Popen(  # noqa: S603 - our own interpreter and script
-                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env=env,
             )
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         prefix = "ticket-tools: serving MCP on "

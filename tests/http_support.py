@@ -222,7 +222,7 @@ class HttpServer:
         folder.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **(env or {})}
         if plain:
-            env["PYTHONPATH"] = os.pathsep.join([str(_hide_standard_extra(folder)), *sys.path])
+            env["PYTHONPATH"] = os.pathsep.join([str(hide_standard_extra(folder)), *sys.path])
         self.stderr_path = folder / "stderr.txt"
         self.audit_path = self.stderr_path if audit_to_stderr else folder / "audit.jsonl"
         args = [
@@ -289,7 +289,7 @@ class HttpServer:
 STANDARD_EXTRA = ("uvloop", "httptools")
 
 
-def _hide_standard_extra(folder: Path) -> Path:
+def hide_standard_extra(folder: Path) -> Path:
     """Return a folder whose packages make `import uvloop` and `import httptools` fail.
 
     Put first on PYTHONPATH, it runs the server as if uvicorn's `standard` extra were not
