@@ -55,6 +55,7 @@ from http_support import (
 from ticket_tools import execute_tool, fixture_records
 from ticket_tools.acceptance import CALLS, AcceptanceCall
 from ticket_tools.cli import main
+from ticket_tools.serve.protocol import loopback_aliases
 
 pytestmark = pytest.mark.anyio
 
@@ -570,6 +571,28 @@ def test_dns_rebinding_protection(
 ) -> None:
     sent = {name: value.format(port=server.port) for name, value in headers.items()}
     assert post(server.url, INITIALIZE, token("alpha", "browser"), sent)[0] == status
+
+
+def test_a_plain_text_400_passes_unchanged(server: HttpServer, token: Callable[..., str]) -> None:
+    headers = {"Content-Type": "text/plain"}
+    status, _, got = post(server.url, INITIALIZE, token("alpha", "typist"), headers)
+    assert (status, got) == (400, b"Invalid Content-Type header")
+
+
+@pytest.mark.parametrize(
+    ("host", "aliases"),
+    [
+        pytest.param("127.0.0.1", ["localhost:80", "127.0.0.1:80", "[::1]:80"], id="ipv4"),
+        pytest.param("127.0.0.2", ["localhost:80", "127.0.0.1:80", "[::1]:80"], id="ipv4-other"),
+        pytest.param("::1", ["localhost:80", "127.0.0.1:80", "[::1]:80"], id="ipv6"),
+        pytest.param("localhost", ["localhost:80", "127.0.0.1:80", "[::1]:80"], id="name"),
+        pytest.param("0.0.0.0", [], id="any"),  # noqa: S104 - a bind address under test
+        pytest.param("10.1.2.3", [], id="private"),
+        pytest.param("tickets.example.test", [], id="hostname"),
+    ],
+)
+def test_only_a_loopback_bind_answers_to_the_loopback_names(host: str, aliases: list[str]) -> None:
+    assert loopback_aliases(host, 80) == aliases
 
 
 def test_a_batch_is_refused_with_invalid_request(

@@ -127,21 +127,16 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
         """uvicorn's protocol, closing slow-header connections and refusing those over the cap."""
 
         _header_timer: asyncio.TimerHandle | None = None
-        _refused = False
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
             if len(self.connections) > cap:
-                self._refused = True
+                # Closed before any read: no request on it ever reaches the app.
                 refused.hit()
                 transport.write(REFUSAL)
                 transport.close()
                 return
             self._arm()
-
-        def data_received(self, data: bytes) -> None:
-            if not self._refused:
-                super().data_received(data)
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
@@ -165,9 +160,8 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
             cycle = self.cycle
             if cycle is not None and not cycle.response_complete:
                 return  # its headers came in: a request is being served
-            if not self.transport.is_closing():
-                slow.hit()
-                self.transport.close()
+            slow.hit()
+            self.transport.close()
 
     return GuardedProtocol
 

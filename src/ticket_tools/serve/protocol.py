@@ -64,8 +64,7 @@ class ProtocolGate:
 
         async def observe() -> Message:
             message = await receive()
-            if message["type"] == "http.request":
-                chunks.append(message.get("body", b""))
+            chunks.append(message.get("body", b""))  # http.disconnect has none
             return message
 
         await self.app(scope, observe, _Corrector(send, chunks))
