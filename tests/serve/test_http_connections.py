@@ -90,10 +90,14 @@ def warnings(server: HttpServer, text: str) -> list[str]:
     return [line for line in server.stderr().splitlines() if text in line]
 
 
-@pytest.fixture(scope="module")
-def slow(folder: Path) -> Iterator[HttpServer]:
-    """A server with a one-second header timeout."""
-    server = serve(folder, "slow", "--header-timeout", "1")
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(False, id="httptools"), pytest.param(True, id="h11")],
+)
+def slow(folder: Path, request: pytest.FixtureRequest) -> Iterator[HttpServer]:
+    """A server with a one-second header timeout, on each HTTP parser."""
+    plain: bool = request.param
+    server = serve(folder, f"slow-{plain}", "--header-timeout", "1", plain=plain)
     yield server
     assert server.stop() == 0, server.stderr()
 
