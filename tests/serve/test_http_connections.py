@@ -1,4 +1,4 @@
-"""Connections bounded, on real sockets against real `ticket-tools serve --http` processes.
+"""Connections bounded, on real sockets against real `ticket-tools serve http` processes.
 
 Slow or silent clients are closed after the header timeout; connections over the cap get a
 503 and are closed while the others keep working; running out of file descriptors writes a

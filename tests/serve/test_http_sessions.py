@@ -1,4 +1,4 @@
-"""Sessions bounded per identity, through a real `ticket-tools serve --http` process.
+"""Sessions bounded per identity, through a real `ticket-tools serve http` process.
 
 The server runs with small caps (3 sessions per subject, 5 per tenant) and a short idle
 timeout, so each bound is reached in a few requests; every session is opened over raw
