@@ -120,6 +120,25 @@ def test_silent_and_slow_header_connections_are_closed(slow: HttpServer, token: 
     )
 
 
+def test_a_request_whose_headers_arrived_is_not_cut_off(slow: HttpServer, token: str) -> None:
+    # The deadline is for the headers: a request already being served (here, waiting for
+    # its body) outlives it.
+    with connect(slow) as connection:
+        head = (
+            "POST /mcp HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{slow.port}\r\n"
+            f"Authorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+            "Content-Length: 2\r\n\r\n"
+        )
+        connection.sendall(head.encode())
+        time.sleep(3)  # three times the header timeout
+        connection.sendall(b"{}")
+        answer = read_response(connection)
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")  # {} is not a request
+
+
 def test_a_kept_alive_connection_gets_the_deadline_again(slow: HttpServer, token: str) -> None:
     with connect(slow) as connection:
         request = (
