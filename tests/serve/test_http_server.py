@@ -40,19 +40,27 @@ from expected import (
     BETA_T108,
     T104,
 )
-from http_support import REFUSED, JwksHttpsServer
+from http_support import (
+    INITIALIZE,
+    PROTOCOL,
+    REFUSED,
+    JwksHttpsServer,
+    open_session,
+    post,
+    rpc,
+)
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import execute_tool, fixture_records
 from ticket_tools.acceptance import CALLS, AcceptanceCall
 from ticket_tools.cli import main
+from ticket_tools.serve.protocol import loopback_aliases
 
 pytestmark = pytest.mark.anyio
 
 RECORDS = fixture_records()
 BETA_TICKETS = [BETA_T103, BETA_T104, BETA_T108]
 TITLES = sorted({str(ticket["title"]) for ticket in RECORDS.values()})
-PROTOCOL = "2025-11-25"
 ALLOWED_HOST = "tickets.example.test"
 CLIENTS = 24  # concurrent clients, alternating alpha and beta tokens
 CALLS_PER_CLIENT = 50
@@ -187,47 +195,6 @@ async def test_tkt_104_is_the_token_tenants_own(sessions: dict[str, ClientSessio
     }
 
 
-def post(
-    url: str,
-    body: bytes | Mapping[str, object],
-    bearer: str | None,
-    headers: dict[str, str] | None = None,
-) -> tuple[int, dict[str, str], bytes]:
-    """POST `body` to the server as raw HTTP; return status, headers (lower-case) and body."""
-    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-    if bearer is not None:
-        sent["Authorization"] = f"Bearer {bearer}"
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    request = urllib.request.Request(url, data=data, headers={**sent, **(headers or {})})  # noqa: S310
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - loopback
-            status, answer, got = response.status, response.headers, response.read()
-    except urllib.error.HTTPError as error:
-        status, answer, got = error.code, error.headers, error.read()
-    return status, {k.lower(): v for k, v in answer.items()}, got
-
-
-def rpc(method: str, params: dict[str, object], request_id: int = 1) -> dict[str, object]:
-    """Return a JSON-RPC request."""
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-
-
-INITIALIZE = rpc(
-    "initialize",
-    {"protocolVersion": PROTOCOL, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
-)
-
-
-def open_session(url: str, bearer: str) -> str:
-    """Initialize a session over raw HTTP; return its id."""
-    status, headers, _ = post(url, INITIALIZE, bearer)
-    assert status == 200
-    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    sid = headers["mcp-session-id"]
-    assert post(url, initialized, bearer, {"Mcp-Session-Id": sid})[0] == 202
-    return sid
-
-
 def call_in_session(
     url: str, bearer: str, sid: str, name: str, args: Mapping[str, object]
 ) -> tuple[int, bytes]:
@@ -263,24 +230,36 @@ def test_a_refused_token_is_401_and_runs_no_tool(
         ISSUED.append(bearer)
     before = server.audit_path.read_text(encoding="utf-8")
     call = rpc("tools/call", {"name": "get_ticket", "arguments": {"ticket_id": "TKT-104"}})
+    challenge = f'resource_metadata="{metadata_url(server)}", scope="tickets:read"'
     for body in (INITIALIZE, call):
         status, headers, got = post(server.url, body, bearer)
-        assert (status, json.loads(got)) == (
-            401,
-            {"error": "invalid_token", "error_description": "Authentication required"},
-        )
-        assert headers["www-authenticate"] == (
-            'Bearer error="invalid_token", error_description="Authentication required", '
-            f'resource_metadata="{metadata_url(server)}"'
-        )
+        if bearer is None:
+            # RFC 6750 §3.1: no credentials sent, so no error code.
+            assert (status, json.loads(got)) == (401, NO_CREDENTIALS)
+            assert headers["www-authenticate"] == f"Bearer {challenge}"
+        else:
+            assert (status, json.loads(got)) == (401, INVALID_TOKEN)
+            assert headers["www-authenticate"] == f'Bearer error="invalid_token", {challenge}'
     assert server.audit_path.read_text(encoding="utf-8") == before  # no tool ran
 
 
-def test_another_auth_scheme_is_401(server: HttpServer, token: Callable[..., str]) -> None:
-    status, _, _ = post(
-        server.url, INITIALIZE, None, {"Authorization": "Basic " + token("alpha", "u")}
+NO_CREDENTIALS = {"error_description": "Authentication required: send an OAuth bearer token"}
+INVALID_TOKEN = {
+    "error": "invalid_token",
+    "error_description": "The access token is invalid, expired or not meant for this server",
+}
+
+
+@pytest.mark.parametrize("scheme", ["Basic", "Token", "Bearer"])
+def test_another_auth_scheme_is_401_without_an_error_code(
+    server: HttpServer, token: Callable[..., str], scheme: str
+) -> None:
+    authorization = f"{scheme} {token('alpha', 'u')}" if scheme != "Bearer" else "Bearer"
+    status, headers, got = post(server.url, INITIALIZE, None, {"Authorization": authorization})
+    assert (status, json.loads(got)) == (401, NO_CREDENTIALS)
+    assert headers["www-authenticate"] == (
+        f'Bearer resource_metadata="{metadata_url(server)}", scope="tickets:read"'
     )
-    assert status == 401
 
 
 def metadata_url(server: HttpServer) -> str:
@@ -294,6 +273,7 @@ def test_the_protected_resource_metadata_is_served(server: HttpServer) -> None:
         assert json.loads(response.read()) == {
             "resource": server.url,
             "authorization_servers": [ISSUER_URL],
+            "scopes_supported": ["tickets:read"],
             "bearer_methods_supported": ["header"],
         }
 
@@ -507,15 +487,18 @@ UNAVAILABLE = {
 MALFORMED = [
     pytest.param(b"not json", -32700, id="not-json"),
     pytest.param(b"\xff\xfe", -32700, id="not-utf8"),
-    pytest.param(b"[]", -32602, id="empty-batch"),
-    pytest.param(b"{}", -32602, id="empty-object"),
-    pytest.param(b'{"jsonrpc": "2.0"}', -32602, id="no-method"),
-    pytest.param(b'{"jsonrpc": "1.0", "id": 1, "method": "initialize"}', -32602, id="version"),
+    pytest.param(b"[]", -32600, id="empty-batch"),
+    pytest.param(b" [ \n] ", -32600, id="empty-batch-spaced"),
+    pytest.param(b"{}", -32600, id="empty-object"),
+    pytest.param(b'{"jsonrpc": "2.0"}', -32600, id="no-method"),
+    pytest.param(b'{"jsonrpc": "1.0", "id": 1, "method": "initialize"}', -32600, id="version"),
     pytest.param(
-        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"x"}', -32602, id="params"
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"x"}', -32600, id="params"
     ),
+    pytest.param(b'"canary-body-7731"', -32600, id="a-string"),
     pytest.param(b"[" * 100_000, -32700, id="deep"),
 ]
+NOT_A_REQUEST = "Invalid Request: the body is not a JSON-RPC request, notification or response"
 
 
 @pytest.mark.parametrize(("body", "code"), MALFORMED)
@@ -530,6 +513,13 @@ def test_a_malformed_body_gets_a_json_rpc_error(
         None,
         code,
     )
+    if code == -32600:
+        # JSON-RPC's Invalid Request, never the SDK's validation text (which quotes the body).
+        assert answer == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": code, "message": NOT_A_REQUEST},
+        }
     assert b"Traceback" not in got
     # And the server still answers.
     assert post(server.url, INITIALIZE, token("alpha", "fuzzer"))[0] == 200
@@ -566,7 +556,14 @@ def test_a_body_over_the_limit_is_413(server: HttpServer, token: Callable[..., s
     ("headers", "status"),
     [
         pytest.param({"Host": "evil.example"}, 421, id="other-host"),
-        pytest.param({"Host": "localhost"}, 421, id="localhost-not-bound"),
+        pytest.param({"Host": "localhost"}, 421, id="localhost-without-the-port"),
+        pytest.param({"Host": "localhost:1"}, 421, id="localhost-other-port"),
+        pytest.param({"Host": "localhost:{port}"}, 200, id="localhost-on-a-loopback-bind"),
+        pytest.param({"Host": "[::1]:{port}"}, 200, id="ipv6-loopback-on-a-loopback-bind"),
+        pytest.param({"Origin": "http://localhost:{port}"}, 200, id="localhost-origin"),
+        pytest.param({"Origin": "http://127.0.0.1:{port}"}, 200, id="loopback-origin"),
+        pytest.param({"Origin": "https://localhost:{port}"}, 403, id="localhost-origin-https"),
+        pytest.param({"Host": "evil.example:{port}"}, 421, id="other-host-same-port"),
         pytest.param({"Host": ALLOWED_HOST}, 200, id="allowed-host"),
         pytest.param({"Origin": "http://evil.example"}, 403, id="other-origin"),
         pytest.param({"Host": ALLOWED_HOST, "Origin": f"https://{ALLOWED_HOST}"}, 200, id="ok"),
@@ -575,7 +572,78 @@ def test_a_body_over_the_limit_is_413(server: HttpServer, token: Callable[..., s
 def test_dns_rebinding_protection(
     server: HttpServer, token: Callable[..., str], headers: dict[str, str], status: int
 ) -> None:
-    assert post(server.url, INITIALIZE, token("alpha", "browser"), headers)[0] == status
+    sent = {name: value.format(port=server.port) for name, value in headers.items()}
+    assert post(server.url, INITIALIZE, token("alpha", "browser"), sent)[0] == status
+
+
+def test_a_plain_text_400_passes_unchanged(server: HttpServer, token: Callable[..., str]) -> None:
+    headers = {"Content-Type": "text/plain"}
+    status, _, got = post(server.url, INITIALIZE, token("alpha", "typist"), headers)
+    assert (status, got) == (400, b"Invalid Content-Type header")
+
+
+@pytest.mark.parametrize(
+    ("host", "aliases"),
+    [
+        pytest.param("127.0.0.1", ["localhost:80", "127.0.0.1:80", "[::1]:80"], id="ipv4"),
+        pytest.param("127.0.0.2", ["localhost:80", "127.0.0.1:80", "[::1]:80"], id="ipv4-other"),
+        pytest.param("::1", ["localhost:80", "127.0.0.1:80", "[::1]:80"], id="ipv6"),
+        pytest.param("localhost", ["localhost:80", "127.0.0.1:80", "[::1]:80"], id="name"),
+        pytest.param("0.0.0.0", [], id="any"),  # noqa: S104 - a bind address under test
+        pytest.param("10.1.2.3", [], id="private"),
+        pytest.param("tickets.example.test", [], id="hostname"),
+    ],
+)
+def test_only_a_loopback_bind_answers_to_the_loopback_names(host: str, aliases: list[str]) -> None:
+    assert loopback_aliases(host, 80) == aliases
+
+
+def test_a_batch_is_refused_with_invalid_request(
+    server: HttpServer, token: Callable[..., str]
+) -> None:
+    bearer = token("alpha", "batcher")
+    sid = open_session(server.url, bearer)
+    call = rpc("tools/call", {"name": "get_ticket", "arguments": {"ticket_id": "TKT-104"}})
+    before = server.audit_path.read_text(encoding="utf-8")
+    for headers in (
+        {"Mcp-Session-Id": sid},
+        {"Mcp-Session-Id": sid, "Mcp-Protocol-Version": PROTOCOL},
+    ):
+        status, _, got = post(server.url, [call, {**call, "id": 2}], bearer, headers)
+        assert (status, json.loads(got)) == (
+            400,
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {
+                    "code": -32600,
+                    "message": "Invalid Request: JSON-RPC batches are not supported; "
+                    "send one message per POST",
+                },
+            },
+        )
+    assert server.audit_path.read_text(encoding="utf-8") == before  # no tool ran
+
+
+@pytest.mark.parametrize("cursor", ["TKT-101", "", "next"])
+def test_tools_list_with_a_cursor_is_invalid_params(
+    server: HttpServer, token: Callable[..., str], cursor: str
+) -> None:
+    bearer = token("alpha", "lister")
+    sid = open_session(server.url, bearer)
+    headers = {"Mcp-Session-Id": sid, "Mcp-Protocol-Version": PROTOCOL}
+    status, _, got = post(server.url, rpc("tools/list", {"cursor": cursor}, 5), bearer, headers)
+    assert (status, json.loads(got)) == (
+        200,
+        {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "error": {"code": -32602, "message": "Invalid cursor: tools/list has one page"},
+        },
+    )
+    status, _, got = post(server.url, rpc("tools/list", {}, 6), bearer, headers)
+    names = [tool["name"] for tool in json.loads(got)["result"]["tools"]]
+    assert (status, names) == (200, ["get_ticket", "search_tickets"])
 
 
 AUDIT_FIELDS = ["time", "tenant", "subject", "tool", "code", "latency_ms", "request_id"]

@@ -12,6 +12,7 @@ import importlib.util
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 from ticket_tools.catalog import make_registry
 from ticket_tools.cli.command import CommandError, Commands
@@ -118,6 +119,40 @@ def add_commands(commands: Commands) -> None:
         metavar="FILE",
         help="append the audit log (one JSON line per tool call) here (default: stderr)",
     )
+    limits = http.add_argument_group(
+        "limits", "what one token holder or one client may take (docs/http.md has the defaults)"
+    )
+    limits.add_argument(
+        "--max-sessions-per-subject",
+        type=_positive_int,
+        metavar="N",
+        help="open sessions one token subject may hold; more get HTTP 429 (default: 32)",
+    )
+    limits.add_argument(
+        "--max-sessions-per-tenant",
+        type=_positive_int,
+        metavar="N",
+        help="open sessions one tenant may hold; more get HTTP 429 (default: 1000)",
+    )
+    limits.add_argument(
+        "--session-idle-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="end a session with no request for this long (default: 300)",
+    )
+    limits.add_argument(
+        "--header-timeout",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="close a connection whose request headers take longer than this (default: 10)",
+    )
+    limits.add_argument(
+        "--max-connections",
+        type=_positive_int,
+        metavar="N",
+        help="open connections allowed; more get HTTP 503 and are closed "
+        "(default: the open-file limit less 128)",
+    )
     add_store_options(http)
     add_id_digits_option(http)
     _add_replica_options(http)
@@ -200,6 +235,31 @@ def _rate(text: str) -> float:
     return value
 
 
+_SESSION_OPTIONS = {
+    "--max-sessions-per-subject": "max_sessions_per_subject",
+    "--max-sessions-per-tenant": "max_sessions_per_tenant",
+    "--session-idle-timeout": "session_idle_timeout",
+}
+
+
+def _positive_int(text: str) -> int:
+    if re.fullmatch("[0-9]{1,9}", text) is None or int(text) == 0:
+        raise argparse.ArgumentTypeError("expected a whole number of at least 1")
+    return int(text)
+
+
+def _positive_seconds(text: str) -> float:
+    if re.fullmatch("[0-9]{1,9}([.][0-9]{1,6})?", text) is None or float(text) == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds above 0, e.g. 2.5")
+    return float(text)
+
+
+def _given(options: argparse.Namespace, **fields: str) -> dict[str, Any]:
+    """Return {field: value} for each option given on the command line (the rest: defaults)."""
+    given = {field: getattr(options, name) for field, name in fields.items()}
+    return {field: value for field, value in given.items() if value is not None}
+
+
 def _host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
@@ -235,9 +295,15 @@ def _run_stdio(options: argparse.Namespace) -> int:
 
 
 def _run_http(options: argparse.Namespace) -> int:
+    if options.stateless:
+        given = [flag for flag, name in _SESSION_OPTIONS.items() if getattr(options, name)]
+        if given:
+            raise CommandError(f"{', '.join(given)}: not with --stateless, which keeps no sessions")
     _require_mcp()
     from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
     from ticket_tools.serve import tokens  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve.connections import ConnectionLimits  # noqa: PLC0415 - the extra
+    from ticket_tools.serve.sessions import SessionLimits  # noqa: PLC0415 - the extra
 
     named = {"tenant_claim": options.tenant_claim, "read_scope": options.read_scope}
     rules = tokens.TokenRules(
@@ -247,16 +313,15 @@ def _run_http(options: argparse.Namespace) -> int:
     )
     from ticket_tools.serve import limits, replica, workers  # noqa: PLC0415 - the optional extra
 
-    given = {
-        "timeout": options.store_timeout,
-        "workers": options.store_workers,
-        "tenant_calls": options.tenant_calls,
-    }
-    worker_limits = workers.WorkerLimits(**{k: v for k, v in given.items() if v is not None})
-    rates = {"tenant_rate": options.tenant_rate, "subject_rate": options.subject_rate}
+    worker_limits = workers.WorkerLimits(
+        **_given(
+            options, timeout="store_timeout", workers="store_workers", tenant_calls="tenant_calls"
+        )
+    )
+    rates = _given(options, tenant_rate="tenant_rate", subject_rate="subject_rate")
     replica_options = replica.ReplicaOptions(
         workers=worker_limits,
-        rates=limits.RateLimits(**{k: v for k, v in rates.items() if v is not None}),
+        rates=limits.RateLimits(**rates),
         grace_seconds=options.grace or replica.DEFAULT_GRACE_SECONDS,
         metrics_address=options.metrics,
     )
@@ -271,6 +336,17 @@ def _run_http(options: argparse.Namespace) -> int:
         resource_url=options.resource_url,
         audit_log=options.audit_log,
         replica=replica_options,
+        sessions=SessionLimits(
+            **_given(
+                options,
+                per_subject="max_sessions_per_subject",
+                per_tenant="max_sessions_per_tenant",
+                idle_seconds="session_idle_timeout",
+            )
+        ),
+        connections=ConnectionLimits(
+            **_given(options, header_timeout="header_timeout", max_connections="max_connections")
+        ),
     )
     id_format = id_format_of(options)
     # The PostgreSQL store gives up when the server does, with one connection per worker.

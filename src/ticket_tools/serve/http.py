@@ -25,7 +25,6 @@ from typing import Any, TextIO
 from mcp.server import ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.settings import AuthSettings
-from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import AnyHttpUrl, ValidationError
 from starlette.applications import Starlette
 
@@ -34,8 +33,11 @@ from ticket_tools.execute import Context
 from ticket_tools.outcome import Outcome
 from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.audit import AuditLog
+from ticket_tools.serve.connections import ConnectionLimits, guarded_protocol
+from ticket_tools.serve.protocol import correct_protocol, transport_security
 from ticket_tools.serve.replica import Replica, ReplicaOptions
 from ticket_tools.serve.server import build_server
+from ticket_tools.serve.sessions import SessionLimits, bound_sessions
 from ticket_tools.serve.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 from ticket_tools.store import Records, TicketStore
 
@@ -69,6 +71,10 @@ class HttpOptions:
     """Where audit lines go; None: stderr."""
     replica: ReplicaOptions = field(default_factory=ReplicaOptions)
     """Store workers and deadline, rate limits, drain, metrics address (docs/operations.md)."""
+    sessions: SessionLimits = field(default_factory=SessionLimits)
+    """Session caps per subject and per tenant, and the idle timeout (not with `stateless`)."""
+    connections: ConnectionLimits = field(default_factory=ConnectionLimits)
+    """The header-read deadline and the cap on open connections."""
 
 
 def request_context(rules: TokenRules) -> Context:
@@ -98,11 +104,7 @@ def build_app(
         )
     except ValidationError:
         raise ServeError("--issuer and --resource-url must be http(s) URLs") from None
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=[netloc, *options.allowed_hosts],
-        allowed_origins=[f"http://{netloc}", *(f"https://{h}" for h in options.allowed_hosts)],
-    )
+    security = transport_security(options.host, netloc, options.allowed_hosts)
 
     def observe(
         ctx: ServerRequestContext[Any], name: str, outcome: Outcome | None, seconds: float
@@ -122,12 +124,16 @@ def build_app(
         # Tool calls answer at once and send no progress: a JSON body is enough.
         json_response=True,
         stateless_http=options.stateless,
+        session_idle_timeout=options.sessions.idle_seconds,
         transport_security=security,
         host=options.host,
         auth=auth,
         token_verifier=verifier,
         custom_starlette_routes=replica.routes(),
     )
+    correct_protocol(app, MCP_PATH, resource_url=resource_url, rules=rules)
+    if not options.stateless:
+        bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
     # The SDK's own count of open sessions (it has no public one).
     manager = server.session_manager
     replica.install(app, mcp_path=MCP_PATH, sessions=lambda: len(manager._server_instances))
@@ -198,4 +204,4 @@ def serve_http(
         print(
             f"ticket-tools: serving MCP on http://{netloc}{MCP_PATH}", file=sys.stderr, flush=True
         )
-        replica.serve(app, listener)
+        replica.serve(app, listener, http=guarded_protocol(options.connections))

@@ -13,6 +13,7 @@ app's lifespan; `serve` runs uvicorn so that SIGTERM drains:
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import sys
 import time
@@ -29,6 +30,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
+from ticket_tools.serve.connections import GuardedServer
 from ticket_tools.serve.limits import FairShare, RateLimits
 from ticket_tools.serve.metrics import Metrics
 from ticket_tools.serve.probes import Readiness
@@ -129,10 +131,19 @@ class Replica:
             self.calls.cut_off()
         return self.calls.in_flight == 0
 
-    def serve(self, app: Starlette, listener: socket.socket) -> None:
-        """Run `app` on `listener` until SIGTERM or SIGINT has drained it."""
+    def serve(
+        self, app: Starlette, listener: socket.socket, *, http: type[asyncio.Protocol]
+    ) -> None:
+        """Run `app` on `listener` until SIGTERM or SIGINT has drained it.
+
+        `http` is uvicorn's HTTP protocol class to use (`connections.guarded_protocol`).
+        """
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, timeout_graceful_shutdown=SHUTDOWN_SECONDS
+            app,
+            http=http,
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=SHUTDOWN_SECONDS,
         )
         metrics_server = None
         if self.options.metrics_address is not None:
@@ -153,8 +164,8 @@ class Replica:
         _DrainingServer(config, self).run(sockets=[listener])
 
 
-class _DrainingServer(uvicorn.Server):
-    """uvicorn's server, except that the first SIGTERM or SIGINT drains before it stops."""
+class _DrainingServer(GuardedServer):
+    """uvicorn's server (guarded), except that the first SIGTERM or SIGINT drains first."""
 
     def __init__(self, config: uvicorn.Config, replica: Replica) -> None:
         super().__init__(config)

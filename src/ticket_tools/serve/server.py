@@ -29,6 +29,7 @@ What a client receives for `tools/call`:
 
 Only the store call leaves the event loop (`workers.StoreCalls`): the checks run at
 once, so a call that needs no store is answered whatever the store is doing.
+`tools/list` answers every tool on one page; a request naming a cursor gets -32602.
 
 No tool declares an `outputSchema`: tools/list stays identical to the `mcp`
 export of the declarations, and the result shape is already in each description.
@@ -63,6 +64,7 @@ UNAVAILABLE_DETAILS = {
     "draining": "this server is shutting down; retry the call (another replica will answer)",
 }
 UNAVAILABLE_DETAIL = "the ticket store did not answer in time; retry the call in a few seconds"
+INVALID_CURSOR_MESSAGE = "Invalid cursor: tools/list has one page"
 
 logger = logging.getLogger(__name__)
 
@@ -126,6 +128,9 @@ def build_server(
     async def list_tools(
         ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
+        # Every tool fits on one page, so no cursor names a page (the spec asks -32602).
+        if params is not None and params.cursor is not None:
+            raise MCPError(code=types.INVALID_PARAMS, message=INVALID_CURSOR_MESSAGE)
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(

@@ -1,0 +1,194 @@
+"""Connections bounded: a header-read deadline, a cap with a clean refusal, no log flood.
+
+Needs the `mcp` extra. uvicorn closes a kept-alive connection idle between requests
+(`timeout_keep_alive`), but never one that connects and then sends its request headers
+slowly or not at all (slowloris): it waits forever. Its `limit_concurrency` answers 503 to
+every request, on old connections too, once the count is reached. And when the process runs
+out of file descriptors, asyncio logs a traceback for every failed `accept()` (up to the
+listen backlog per loop tick: 456,314 of them in 30 s in one run). So:
+
+- `guarded_protocol` wraps uvicorn's HTTP protocol (httptools when installed, else h11): a
+  connection whose request headers are not complete `header_timeout` seconds after it
+  opened, or after its previous response, is closed; a connection beyond `max_connections`
+  is answered `503` with `Connection: close` at once and closed, the others unaffected;
+- `GuardedServer` runs uvicorn with an event-loop exception handler that turns the
+  `accept()` failures for lack of descriptors into one log line per LOG_INTERVAL_SECONDS,
+  with a count; so do the two refusals above.
+
+The default `max_connections` stays below the file limit (`default_max_connections`), so
+the server refuses cleanly before `accept()` can fail at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import resource
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+DEFAULT_HEADER_TIMEOUT = 10.0  # nginx's client_header_timeout is 60 s; an agent's headers take ms
+FD_RESERVE = 128  # descriptors kept for the store, the logs, the JWKS fetch and the listener
+MIN_CONNECTIONS = 16
+LOG_INTERVAL_SECONDS = 10.0
+OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+REFUSAL = (
+    b"HTTP/1.1 503 Service Unavailable\r\n"
+    b"content-type: text/plain; charset=utf-8\r\n"
+    b"connection: close\r\n"
+    b"retry-after: 1\r\n"
+    b"content-length: 41\r\n"
+    b"\r\n"
+    b"Too many open connections; retry shortly\n"
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """How long a client may take to send its headers, and how many may connect at once."""
+
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT
+    """Seconds from connecting (or from the previous response) to complete request headers."""
+    max_connections: int | None = None
+    """Open connections allowed; None: `default_max_connections()` (below the file limit)."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.header_timeout < float("inf"):
+            raise ValueError("the header timeout must be a positive number of seconds")
+        if self.max_connections is not None and self.max_connections < 1:
+            raise ValueError("the connection limit must be at least 1")
+
+
+def default_max_connections() -> int:
+    """Return the connection cap the file limit allows: its soft value less FD_RESERVE."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 65536
+    return max(MIN_CONNECTIONS, soft - FD_RESERVE)
+
+
+class IntervalLog:
+    """Log an event at once, then at most one line per interval, with a count of the rest."""
+
+    def __init__(
+        self, message: str, *, interval: float = LOG_INTERVAL_SECONDS, log: logging.Logger = logger
+    ) -> None:
+        self._message = message
+        self._interval = interval
+        self._log = log
+        self._pending = 0
+        self._quiet = False
+
+    def hit(self) -> None:
+        """Record one event; log it now unless a line went out less than an interval ago."""
+        if self._quiet:
+            self._pending += 1
+            return
+        self._log.warning("%s (1 time)", self._message)
+        self._quiet = True
+        asyncio.get_running_loop().call_later(self._interval, self._flush)
+
+    def _flush(self) -> None:
+        count, self._pending = self._pending, 0
+        if count == 0:
+            self._quiet = False
+            return
+        message, interval = self._message, self._interval
+        self._log.warning("%s (%d more times in the last %g s)", message, count, interval)
+        asyncio.get_running_loop().call_later(self._interval, self._flush)
+
+
+def _http_base() -> type[asyncio.Protocol]:
+    """Return uvicorn's httptools protocol when httptools is installed, else its h11 one."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol  # noqa: PLC0415
+    except ImportError:
+        return H11Protocol
+    return HttpToolsProtocol
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
+    """Return uvicorn's HTTP protocol class with the header deadline and connection cap."""
+    base = _http_base()
+    cap = limits.max_connections or default_max_connections()
+    timeout = limits.header_timeout
+    refused = IntervalLog(f"refused connections over the limit of {cap}")
+    slow = IntervalLog(f"closed connections that sent no complete headers within {timeout:g} s")
+
+    class GuardedProtocol(base):  # type: ignore[valid-type,misc]
+        """uvicorn's protocol, closing slow-header connections and refusing those over the cap."""
+
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:
+            super().connection_made(transport)
+            if len(self.connections) > cap:
+                # Closed before any read: no request on it ever reaches the app.
+                refused.hit()
+                transport.write(REFUSAL)
+                transport.close()
+                return
+            self._arm()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()  # the next request's headers get the same deadline
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(timeout, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                return  # its headers came in: a request is being served
+            slow.hit()
+            self.transport.close()
+
+    return GuardedProtocol
+
+
+class GuardedServer(uvicorn.Server):
+    """uvicorn's server, logging `accept()` failures for lack of descriptors once per interval."""
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        """Serve as uvicorn does, with the rate-limited exception handler on the loop."""
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(accept_error_handler(loop.default_exception_handler))
+        await super().serve(sockets)
+
+
+Handler = Callable[[dict[str, Any]], None]
+LoopHandler = Callable[[asyncio.AbstractEventLoop, dict[str, Any]], None]
+
+
+def accept_error_handler(default: Handler) -> LoopHandler:
+    """Return a loop exception handler counting descriptor exhaustion, else calling `default`."""
+    exhausted = IntervalLog("cannot accept connections: out of file descriptors")
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        error = context.get("exception")
+        if isinstance(error, OSError) and error.errno in OUT_OF_DESCRIPTORS:
+            exhausted.hit()
+            return
+        default(context)
+
+    return handle

@@ -1,0 +1,341 @@
+"""Connections bounded, on real sockets against real `ticket-tools serve http` processes.
+
+Slow or silent clients are closed after the header timeout; connections over the cap get a
+503 and are closed while the others keep working; running out of file descriptors writes a
+line per interval, not a traceback per failed `accept()`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import resource
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from http_support import INITIALIZE, post
+from testkit.server import HttpServer
+from testkit.tokens import Issuer, claims
+from ticket_tools.serve import connections
+from ticket_tools.serve.connections import ConnectionLimits, IntervalLog
+
+CLOSE_WAIT_SECONDS = 30.0  # generous: the tests assert that a connection closes, not when
+SLOW_LINES = ["POST /mcp HTTP/1.1\r\n", "Host: 127.0.0.1\r\n", "Content-Type: appl"]
+
+
+@pytest.fixture(scope="module")
+def idp() -> Issuer:
+    """The identity provider the servers trust."""
+    return Issuer("idp")
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory: pytest.TempPathFactory, idp: Issuer) -> Path:
+    """A folder holding the JWKS and each server's files."""
+    path = tmp_path_factory.mktemp("connections")
+    (path / "jwks.json").write_text(json.dumps(idp.jwks()), encoding="utf-8")
+    return path
+
+
+def serve(
+    folder: Path, name: str, *extra: str, nofile: int | None = None, plain: bool = False
+) -> HttpServer:
+    """Start a server with these options (`plain`: without uvloop and httptools)."""
+    jwks = str(folder / "jwks.json")
+    return HttpServer(folder / name, jwks, *extra, nofile=nofile, plain=plain)
+
+
+@pytest.fixture
+def token(idp: Issuer) -> str:
+    """A valid token."""
+    return idp.sign(claims("alpha", "conn"))
+
+
+def connect(server: HttpServer) -> socket.socket:
+    """Open a TCP connection to the server."""
+    return socket.create_connection(("127.0.0.1", server.port), timeout=CLOSE_WAIT_SECONDS)
+
+
+def closed_by_server(connection: socket.socket) -> bytes | None:
+    """Wait for the server to close the connection; return what it sent, or None if it did not."""
+    received = b""
+    try:
+        while chunk := connection.recv(4096):
+            received += chunk
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        pass
+    return received
+
+
+def read_response(connection: socket.socket) -> bytes:
+    """Read one whole HTTP response (headers and a Content-Length body)."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += connection.recv(4096)
+    head, _, body = received.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: ([0-9]+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        body += connection.recv(4096)
+    return received
+
+
+def warnings(server: HttpServer, text: str) -> list[str]:
+    """Return the server's stderr lines holding `text`."""
+    return [line for line in server.stderr().splitlines() if text in line]
+
+
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param(False, id="httptools"), pytest.param(True, id="h11")],
+)
+def slow(folder: Path, request: pytest.FixtureRequest) -> Iterator[HttpServer]:
+    """A server with a one-second header timeout, on each HTTP parser."""
+    plain: bool = request.param
+    server = serve(folder, f"slow-{plain}", "--header-timeout", "1", plain=plain)
+    yield server
+    assert server.stop() == 0, server.stderr()
+
+
+def test_silent_and_slow_header_connections_are_closed(slow: HttpServer, token: str) -> None:
+    silent = [connect(slow) for _ in range(10)]
+    dribbling = [connect(slow) for _ in range(10)]
+    for line in SLOW_LINES:  # headers never complete: a line every half second
+        for connection in dribbling:
+            connection.sendall(line.encode())
+        time.sleep(0.5)
+    results = [closed_by_server(connection) for connection in silent + dribbling]
+    for connection in silent + dribbling:
+        connection.close()
+    assert results == [b""] * 20  # closed, with nothing sent
+    assert post(slow.url, INITIALIZE, token)[0] == 200  # and the server still serves
+    [first, *_] = warnings(slow, "sent no complete headers")
+    assert first == (
+        "ticket-tools: WARNING closed connections that sent no complete headers within 1 s (1 time)"
+    )
+
+
+def test_a_request_whose_headers_arrived_is_not_cut_off(slow: HttpServer, token: str) -> None:
+    # The deadline is for the headers: a request already being served (here, waiting for
+    # its body) outlives it.
+    with connect(slow) as connection:
+        head = (
+            "POST /mcp HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{slow.port}\r\n"
+            f"Authorization: Bearer {token}\r\n"
+            "Content-Type: application/json\r\n"
+            "Accept: application/json, text/event-stream\r\n"
+            "Content-Length: 2\r\n\r\n"
+        )
+        connection.sendall(head.encode())
+        time.sleep(3)  # three times the header timeout
+        connection.sendall(b"{}")
+        answer = read_response(connection)
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")  # {} is not a request
+
+
+def test_a_kept_alive_connection_gets_the_deadline_again(slow: HttpServer, token: str) -> None:
+    with connect(slow) as connection:
+        request = (
+            "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{slow.port}\r\n\r\n"
+        )
+        connection.sendall(request.encode())
+        time.sleep(0.5)
+        connection.sendall(b"GET /.well-known/oauth-prot")  # the next request stalls
+        answer = closed_by_server(connection)
+    assert answer is not None
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+    assert answer.count(b"HTTP/1.1") == 1
+
+
+def test_connections_over_the_cap_get_503_and_the_others_keep_working(
+    folder: Path, token: str
+) -> None:
+    server = serve(folder, "capped", "--max-connections", "5", "--header-timeout", "60")
+    try:
+        request = f"GET /x HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n\r\n".encode()
+        held = [connect(server) for _ in range(5)]
+        for connection in held:  # each is accepted: it is answered
+            connection.sendall(request)
+            assert read_response(connection).startswith(b"HTTP/1.1 404 Not Found\r\n")
+            connection.sendall(request[:10])  # the next request begins: not idle
+        extra = [connect(server) for _ in range(3)]
+        refused = [closed_by_server(connection) for connection in extra]
+        for connection in extra:
+            connection.close()
+        assert refused == [connections.REFUSAL] * 3
+        # The five held connections still serve.
+        for connection in held:
+            connection.sendall(request[10:])
+            assert read_response(connection).startswith(b"HTTP/1.1 404 Not Found\r\n")
+            connection.close()
+        assert warnings(server, "refused connections") == [
+            "ticket-tools: WARNING refused connections over the limit of 5 (1 time)"
+        ]
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
+FILE_LIMIT = 128
+CLIENTS = 300
+
+
+def _flood(server: HttpServer) -> list[socket.socket]:
+    """Open CLIENTS connections that send nothing (the kernel queues those not accepted)."""
+    return [connect(server) for _ in range(CLIENTS)]
+
+
+def test_out_of_descriptors_on_asyncio_writes_one_line_per_interval(
+    folder: Path, token: str
+) -> None:
+    # A cap above what the file limit allows: accept() runs out of descriptors. asyncio
+    # logged a traceback for each failed accept() (up to the backlog per loop tick).
+    extra = ("--max-connections", "10000", "--header-timeout", "60")
+    server = serve(folder, "nofile", *extra, nofile=FILE_LIMIT, plain=True)
+    try:
+        clients = _flood(server)
+        deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+        while time.monotonic() < deadline and not re.search(r"\(\d+ more times", server.stderr()):
+            time.sleep(0.5)
+        for connection in clients:
+            connection.close()
+        lines = warnings(server, "out of file descriptors")
+        assert lines[0] == (
+            "ticket-tools: WARNING cannot accept connections: out of file descriptors (1 time)"
+        )
+        assert re.fullmatch(
+            r"ticket-tools: WARNING cannot accept connections: out of file descriptors "
+            r"\([0-9]+ more times in the last 10 s\)",
+            lines[1],
+        ), lines
+        assert len(lines) <= 4, lines  # one a 10 s interval, whatever the count
+        assert "Traceback" not in server.stderr()
+        deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+        while post(server.url, INITIALIZE, token)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.5)  # the descriptors come back as the clients' sockets close
+        assert post(server.url, INITIALIZE, token)[0] == 200
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
+def test_out_of_descriptors_on_uvloop_drops_quietly_and_recovers(folder: Path, token: str) -> None:
+    # libuv accepts and closes what it cannot hold, without telling the loop's handler.
+    extra = ("--max-connections", "10000", "--header-timeout", "60")
+    server = serve(folder, "nofile-uvloop", *extra, nofile=FILE_LIMIT)
+    try:
+        clients = _flood(server)
+        time.sleep(2)
+        for connection in clients:
+            connection.close()
+        deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+        while post(server.url, INITIALIZE, token)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert post(server.url, INITIALIZE, token)[0] == 200
+        assert server.stderr().splitlines()[1:] == []
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
+@pytest.mark.parametrize(
+    "plain", [pytest.param(False, id="uvloop"), pytest.param(True, id="asyncio")]
+)
+def test_the_default_cap_stays_below_the_file_limit(folder: Path, token: str, plain: bool) -> None:
+    name = f"derived-{plain}"
+    server = serve(folder, name, "--header-timeout", "60", nofile=FILE_LIMIT + 40, plain=plain)
+    try:
+        clients = _flood(server)
+        answers = []
+        for connection in clients[40:]:  # the first 40 fit (the cap is 40)
+            answers.append(closed_by_server(connection))
+        for connection in clients:
+            connection.close()
+        assert answers == [connections.REFUSAL] * (CLIENTS - 40)
+        # asyncio accepts a whole backlog's worth before any can be refused, so a burst may
+        # still run out for a moment: one line then, never a traceback. uvloop never does.
+        assert len(warnings(server, "out of file descriptors")) <= (1 if plain else 0)
+        assert "Traceback" not in server.stderr()
+        assert post(server.url, INITIALIZE, token)[0] == 200
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        pytest.param(
+            {"header_timeout": 0},
+            "the header timeout must be a positive number of seconds",
+            id="header-zero",
+        ),
+        pytest.param(
+            {"header_timeout": float("nan")},
+            "the header timeout must be a positive number of seconds",
+            id="header-nan",
+        ),
+        pytest.param(
+            {"max_connections": 0}, "the connection limit must be at least 1", id="cap-zero"
+        ),
+    ],
+)
+def test_limits_that_break_their_rule_raise(fields: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        ConnectionLimits(**fields)  # type: ignore[arg-type]
+
+
+def test_an_unlimited_file_limit_gives_a_finite_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    unlimited = (resource.RLIM_INFINITY, resource.RLIM_INFINITY)
+    monkeypatch.setattr(resource, "getrlimit", lambda _: unlimited)
+    assert connections.default_max_connections() == 65536 - connections.FD_RESERVE
+    monkeypatch.setattr(resource, "getrlimit", lambda _: (100, 100))
+    assert connections.default_max_connections() == connections.MIN_CONNECTIONS
+
+
+def test_without_httptools_the_h11_protocol_is_wrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn.protocols.http.httptools_impl", None)
+    assert connections._http_base() is H11Protocol
+    assert issubclass(connections.guarded_protocol(ConnectionLimits()), H11Protocol)
+
+
+@pytest.mark.anyio
+async def test_other_loop_errors_go_to_the_default_handler() -> None:
+    seen: list[dict[str, object]] = []
+    handle = connections.accept_error_handler(seen.append)
+    context: dict[str, object] = {"message": "x", "exception": OSError(5, "EIO")}
+    handle(None, context)  # type: ignore[arg-type]
+    handle(None, {"message": "y"})  # type: ignore[arg-type]
+    assert seen == [context, {"message": "y"}]
+
+
+@pytest.mark.anyio
+async def test_an_interval_log_goes_quiet_and_reopens(caplog: pytest.LogCaptureFixture) -> None:
+    log = IntervalLog("event", interval=0.01)
+    log.hit()
+    log.hit()
+    log.hit()
+    await _sleep(0.05)  # the summary line, then a quiet interval with nothing to report
+    log.hit()
+    assert [r.getMessage() for r in caplog.records] == [
+        "event (1 time)",
+        "event (2 more times in the last 0.01 s)",
+        "event (1 time)",
+    ]
+
+
+async def _sleep(seconds: float) -> None:
+    import anyio  # noqa: PLC0415
+
+    await anyio.sleep(seconds)
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    """Run the async tests on asyncio."""
+    return "asyncio"
