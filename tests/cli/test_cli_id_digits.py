@@ -271,8 +271,10 @@ async def test_serve_http_pages_every_six_digit_ticket(
     kind: str, request: pytest.FixtureRequest, folder: Path, issuer: Issuer
 ) -> None:
     store = _store(kind, request)
+    # No rate limits: the walk is many calls in a burst, and limits are tested elsewhere.
+    limits = ("--subject-rate", "0", "--tenant-rate", "0")
     server = HttpServer(
-        folder / f"http-{kind}", str(folder / "jwks.json"), *store, "--id-digits", "6"
+        folder / f"http-{kind}", str(folder / "jwks.json"), *store, "--id-digits", "6", *limits
     )
     try:
         async with _http_session(server.url, issuer.sign(claims("alpha", "alice"))) as session:
