@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
 import pytest
 
 from conftest import PostgresDatabase, StoreFactory
@@ -190,3 +191,33 @@ def test_full_buckets_are_dropped_past_the_limit(monkeypatch: pytest.MonkeyPatch
 def test_rate_limits_refuse_values_that_break_their_rule(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
         RateLimits(**{field: value})  # type: ignore[arg-type]
+
+
+def test_a_request_the_token_check_let_through_unauthenticated_passes_on() -> None:
+    # In the served app the protocol gate answers such a request 401 before this layer;
+    # the layer itself still never rates an unverified request, it passes it on.
+    from starlette.authentication import UnauthenticatedUser  # noqa: PLC0415
+    from starlette.types import Message, Receive, Scope, Send  # noqa: PLC0415
+
+    passed: list[Scope] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        passed.append(scope)
+
+    async def receive() -> Message:
+        raise AssertionError("never read")
+
+    async def send(message: Message) -> None:
+        raise AssertionError(f"never answered here: {message}")
+
+    gate = limits.FairShare(
+        app,
+        path="/mcp",
+        limits=RateLimits(tenant_rate=1, subject_rate=1),
+        tenant_claim="tenant",
+        draining=lambda: False,
+        refused=lambda limit: None,
+    )
+    scope: Scope = {"type": "http", "path": "/mcp", "user": UnauthenticatedUser()}
+    anyio.run(gate, scope, receive, send)
+    assert passed == [scope]
