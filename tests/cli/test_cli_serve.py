@@ -233,7 +233,9 @@ def test_the_limits_reach_the_server(monkeypatch: pytest.MonkeyPatch, jwks: str)
     from ticket_tools.serve.sessions import SessionLimits  # noqa: PLC0415
 
     served: list[http_server.HttpOptions] = []
-    monkeypatch.setattr(http_server, "serve_http", lambda options, store: served.append(options))
+    monkeypatch.setattr(
+        http_server, "serve_http", lambda options, store, **_: served.append(options)
+    )
     extra = [
         "--max-sessions-per-subject", "4", "--max-sessions-per-tenant", "40",
         "--session-idle-timeout", "90.5", "--header-timeout", "2.5", "--max-connections", "300",
@@ -304,7 +306,7 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
 
     served: list[object] = []
     monkeypatch.setattr(
-        http_server, "serve_http", lambda options, store: served.append(options.replica)
+        http_server, "serve_http", lambda options, store, **_: served.append(options.replica)
     )
     extra = [
         "--store-timeout", "0.5", "--store-workers", "8", "--tenant-calls", "3",

@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from starlette.types import Message, Receive, Scope, Send
 
 from conftest import PostgresDatabase, StoreFactory
 from expected import T104
@@ -190,3 +191,32 @@ def test_full_buckets_are_dropped_past_the_limit(monkeypatch: pytest.MonkeyPatch
 def test_rate_limits_refuse_values_that_break_their_rule(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
         RateLimits(**{field: value})  # type: ignore[arg-type]
+
+
+@pytest.mark.anyio
+async def test_a_request_without_a_verified_user_passes_to_the_app_unlimited() -> None:
+    # In the served app the token layer answers 401 first; alone, the middleware must still
+    # pass such a request on (never count it against a tenant) rather than fail on it.
+    seen: list[str] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        seen.append(scope["path"])
+
+    share = limits.FairShare(
+        app,
+        path="/mcp",
+        limits=RateLimits(tenant_rate=1, subject_rate=1),
+        tenant_claim="tenant",
+        draining=lambda: False,
+        refused=lambda limit: pytest.fail(f"refused by {limit}"),
+    )
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: Message) -> None:
+        pytest.fail("the middleware answered by itself")
+
+    for _ in range(5):
+        await share({"type": "http", "path": "/mcp", "headers": []}, receive, send)
+    assert seen == ["/mcp"] * 5
