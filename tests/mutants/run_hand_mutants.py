@@ -130,6 +130,11 @@ def first_tests(patch: Path) -> tuple[str, ...]:
     return (f"tests/{layer}",) if mirrored.is_dir() else WHOLE_SUITE
 
 
+def mutated(tree: Path) -> bool:
+    """Return whether a patch has been applied to `tree` (the marker `try_mutant` leaves)."""
+    return (tree / ".hand-mutant").exists()
+
+
 def run_suite(tree: Path, tests: Sequence[str] = WHOLE_SUITE) -> tuple[int, str]:
     """Run `tests` in `tree`, stopping at the first failure; return (status, evidence)."""
     command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
@@ -149,6 +154,9 @@ def run_suite(tree: Path, tests: Sequence[str] = WHOLE_SUITE) -> tuple[int, str]
     # pytest's -ra summary lines; captured log lines also start with "ERROR", then a space.
     failed = [line for line in lines if line.startswith(("FAILED tests/", "ERROR tests/"))]
     evidence = failed[0] if failed else (lines[-1] if lines else done.stderr.strip()[-200:])
+    if done.returncode not in (0, *REJECTED) or not mutated(tree):
+        # No mutant to blame: keep pytest's own reasons ("E ..." lines) for the reader.
+        evidence = "\n".join([evidence, *(line for line in lines if line.startswith("E "))][:12])
     return done.returncode, evidence
 
 
@@ -159,6 +167,7 @@ def try_mutant(patch: Path) -> Verdict:
         applied = git_apply(patch, tree, check=False)
         if applied.returncode != 0:
             raise SystemExit(f"{patch.name} no longer applies:\n{applied.stderr}")
+        (tree / ".hand-mutant").write_text(patch.name, "utf-8")
         started = time.perf_counter()
         status, evidence = run_suite(tree, first_tests(patch))
         if status == 0 and first_tests(patch) != WHOLE_SUITE:
@@ -208,7 +217,7 @@ def check_baseline(selected: Sequence[Path]) -> None:
         for tests, (status, evidence) in results:
             if status != 0:
                 named = " ".join(tests) if len(tests) < 3 else "the core's tests"
-                raise SystemExit(f"{named} fail without any mutant: {evidence}")
+                raise SystemExit(f"{named} fail without any mutant:\n{evidence}")
     if WHOLE_SUITE in map(first_tests, selected):
         check_whole_suite()
 
