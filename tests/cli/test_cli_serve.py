@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from http_support import AUDIENCE, ISSUER, Issuer
+from testkit.tokens import AUDIENCE, ISSUER, Issuer
 from ticket_tools import fixture_records
 from ticket_tools.cli import main
 
