@@ -197,6 +197,12 @@ UNPORTABLE = "which Python and ECMAScript read differently"
         ),
         pytest.param(
             "string",
+            patterned("a[]b]"),
+            f"pattern starts a class with ], {UNPORTABLE}",
+            id="later-class-starts-with-bracket",
+        ),
+        pytest.param(
+            "string",
             patterned("(?i)abc"),
             "pattern uses a (?...) group other than (?:...), (?=...) or (?!...)",
             id="inline-flag",
@@ -215,6 +221,12 @@ UNPORTABLE = "which Python and ECMAScript read differently"
         ),
         pytest.param(
             "string",
+            patterned("a(?P<code>b)"),
+            "pattern uses a (?...) group other than (?:...), (?=...) or (?!...)",
+            id="later-python-named-group",
+        ),
+        pytest.param(
+            "string",
             patterned("open|closed"),
             "pattern has a top-level |: wrap it in (?:...) so ^...$ binds the whole",
             id="top-level-alternation",
@@ -224,6 +236,12 @@ UNPORTABLE = "which Python and ECMAScript read differently"
             patterned("(a)|b"),
             "pattern has a top-level |: wrap it in (?:...) so ^...$ binds the whole",
             id="alternation-after-a-group",
+        ),
+        pytest.param(
+            "string",
+            patterned("((a))|b"),
+            "pattern has a top-level |: wrap it in (?:...) so ^...$ binds the whole",
+            id="alternation-after-nested-groups",
         ),
         # A default that breaks its own rule, or that can never apply.
         pytest.param(
@@ -307,6 +325,9 @@ def test_an_incoherent_declaration_raises(
         pytest.param("string", patterned("\\$[0-9]\\^\\|"), id="escaped-specials"),
         pytest.param("string", patterned("(?:open|closed)"), id="alternation-in-a-group"),
         pytest.param("string", patterned("a(b|c)d"), id="alternation-in-a-capture"),
+        pytest.param("string", patterned("(a(b)|c)"), id="alternation-after-a-nested-group"),
+        pytest.param("string", patterned("a\\.d"), id="an-escape-covers-one-character"),
+        pytest.param("string", patterned("X[0-9]"), id="a-letter-is-not-an-anchor"),
         pytest.param("string", patterned("a(?=b)b(?!c)"), id="lookahead"),
         pytest.param("string", patterned("[\\]a]"), id="escaped-bracket-in-class"),
     ],

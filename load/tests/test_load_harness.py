@@ -23,7 +23,7 @@ from load.checker import Observation, Tally, Verdict, WalkCheck, check, check_wa
 from load.client import CallRecord, Client, _leaf, run_client
 from load.records import owner_of, tenant_records, ticket, write_records
 from load.workload import Call, ClientPlan, Walk
-from testkit.server import HttpServer
+from testkit.server import NO_RATE_LIMITS, HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import Records, execute_tool, run_tool
 
@@ -725,8 +725,16 @@ def replicas(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Issuer,
     records = folder / "records.json"
     with records.open("w", encoding="utf-8") as out:
         write_records(out, 3, 40)
+    # Load clients call faster than an agent's rate limit allows, as `make load` does.
     servers = [
-        HttpServer(folder / f"replica-{n}", str(jwks), "--stateless", "--records", str(records))
+        HttpServer(
+            folder / f"replica-{n}",
+            str(jwks),
+            "--stateless",
+            *NO_RATE_LIMITS,
+            "--records",
+            str(records),
+        )
         for n in (0, 1)
     ]
     yield idp, [server.url for server in servers]

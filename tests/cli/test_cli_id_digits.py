@@ -19,7 +19,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from conftest import OWNER, READER, PostgresDatabase
-from testkit.server import HttpServer
+from testkit.server import NO_RATE_LIMITS, HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import make_registry
 from ticket_tools.cli import main
@@ -271,10 +271,14 @@ async def test_serve_http_pages_every_six_digit_ticket(
     kind: str, request: pytest.FixtureRequest, folder: Path, issuer: Issuer
 ) -> None:
     store = _store(kind, request)
-    # No rate limits: the walk is many calls in a burst, and limits are tested elsewhere.
-    limits = ("--subject-rate", "0", "--tenant-rate", "0")
+    # The walk pages as fast as it can, faster than the per-subject rate an agent gets.
     server = HttpServer(
-        folder / f"http-{kind}", str(folder / "jwks.json"), *store, "--id-digits", "6", *limits
+        folder / f"http-{kind}",
+        str(folder / "jwks.json"),
+        *store,
+        *NO_RATE_LIMITS,
+        "--id-digits",
+        "6",
     )
     try:
         async with _http_session(server.url, issuer.sign(claims("alpha", "alice"))) as session:

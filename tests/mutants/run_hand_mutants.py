@@ -3,11 +3,15 @@
 Each tests/mutants/*.patch is one fault mutmut cannot make: its first paragraph says what
 the fault is, the rest is a `git diff` against src/. For each patch, in name order, the
 tree is copied to a temporary directory, the patch is applied there (never to the working
-tree), and the whole suite runs against the copy. A patch that no longer applies stops the
-run before any suite runs: regenerate it against the current source.
+tree), and the suite runs against the copy: first the tests of the layer the patch touches
+(tests/serve/ for src/ticket_tools/serve/, the root tests and tests/tools/ for the core),
+then, only if those all pass, the whole suite. A patch that no longer applies stops the run
+before any suite runs: regenerate it against the current source. Each set of tests is first
+run once without any mutant and must pass, so a failure is the mutant's doing.
 
 Prints CAUGHT (the suite failed: the tests have teeth) or MISSED per mutant, then the
-score; the exit status is 0 only when every mutant was caught.
+score; the exit status is 0 only when every mutant was caught. A suite that runs past its
+time limit stops the run: on a loaded machine that is no verdict.
 
     python tests/mutants/run_hand_mutants.py                 # every patch
     python tests/mutants/run_hand_mutants.py 05 12           # the patches whose names start so
@@ -20,19 +24,23 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = Path(__file__).resolve().parent
-# What a copy of the tree needs to run the suite: the source, the tests, the config, and
-# what tests read beside them: testkit/ (the shared helpers, on pytest's pythonpath), the
-# sample records file, and the licence the CLI tests compare.
-COPIED = ("src", "tests", "testkit", "examples", "pyproject.toml", "LICENSE")
-# Generous: the whole suite takes well under a minute; a mutant that loops forever is caught.
-SUITE_TIMEOUT_SECONDS = 900
+# What a copy of the tree needs to run the suite: the source, the tests, the shared helpers,
+# the config, and the sample records and the licence the CLI tests read.
+COPIED = ("src", "tests", "testkit", "examples", "LICENSE", "pyproject.toml")
+# A mutant that makes the suite hang stops the run rather than counting as caught: on a
+# shared machine the suite alone can take many minutes, so a timeout proves nothing.
+SUITE_TIMEOUT_SECONDS = 3600
+# Mutants tried at once: each is one pytest process (`make mutate` runs mutmut with 2 too).
+JOBS = 2
 # pytest's exit statuses: 1 is "tests failed", 2 "interrupted" (a collection error, such
 # as a mutant that no longer imports). Both mean the suite rejected the mutant.
 REJECTED = (1, 2)
@@ -97,9 +105,39 @@ def imported_from(tree: Path) -> Path:
     return Path(probe.stdout.strip()).resolve()
 
 
-def run_suite(tree: Path) -> tuple[int, str]:
-    """Run the whole suite in `tree`, stopping at the first failure; return (status, evidence)."""
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+WHOLE_SUITE = ("tests",)
+
+
+def first_tests(patch: Path) -> tuple[str, ...]:
+    """Return the tests of the layer `patch` changes: the mirror of its source folder.
+
+    "src/ticket_tools/serve/http.py" gives ("tests/serve",); a module of the core (the
+    package root or tools/) gives the root test modules and tests/tools; anything else, or
+    a patch over two layers, the whole suite.
+    """
+    layers = set()
+    for line in patch.read_text("utf-8").splitlines():
+        if line.startswith("+++ b/src/ticket_tools/"):
+            folder = Path(line.removeprefix("+++ b/src/ticket_tools/")).parent
+            layers.add("" if folder.parts in ((), ("tools",)) else folder.as_posix())
+    if len(layers) != 1:
+        return WHOLE_SUITE
+    (layer,) = layers
+    if not layer:
+        root = sorted(path.relative_to(ROOT).as_posix() for path in ROOT.glob("tests/test_*.py"))
+        return (*root, "tests/tools")
+    mirrored = ROOT / "tests" / layer
+    return (f"tests/{layer}",) if mirrored.is_dir() else WHOLE_SUITE
+
+
+def mutated(tree: Path) -> bool:
+    """Return whether a patch has been applied to `tree` (the marker `try_mutant` leaves)."""
+    return (tree / ".hand-mutant").exists()
+
+
+def run_suite(tree: Path, tests: Sequence[str] = WHOLE_SUITE) -> tuple[int, str]:
+    """Run `tests` in `tree`, stopping at the first failure; return (status, evidence)."""
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
     try:
         done = subprocess.run(
             command,
@@ -111,11 +149,14 @@ def run_suite(tree: Path) -> tuple[int, str]:
             check=False,
         )
     except subprocess.TimeoutExpired:
-        return 1, f"the suite ran over {SUITE_TIMEOUT_SECONDS}s"
+        raise SystemExit(f"the suite ran over {SUITE_TIMEOUT_SECONDS}s: no verdict") from None
     lines = done.stdout.splitlines()
     # pytest's -ra summary lines; captured log lines also start with "ERROR", then a space.
     failed = [line for line in lines if line.startswith(("FAILED tests/", "ERROR tests/"))]
     evidence = failed[0] if failed else (lines[-1] if lines else done.stderr.strip()[-200:])
+    if done.returncode not in (0, *REJECTED) or not mutated(tree):
+        # No mutant to blame: keep pytest's own reasons ("E ..." lines) for the reader.
+        evidence = "\n".join([evidence, *(line for line in lines if line.startswith("E "))][:12])
     return done.returncode, evidence
 
 
@@ -126,16 +167,40 @@ def try_mutant(patch: Path) -> Verdict:
         applied = git_apply(patch, tree, check=False)
         if applied.returncode != 0:
             raise SystemExit(f"{patch.name} no longer applies:\n{applied.stderr}")
+        (tree / ".hand-mutant").write_text(patch.name, "utf-8")
         started = time.perf_counter()
-        status, evidence = run_suite(tree)
+        status, evidence = run_suite(tree, first_tests(patch))
+        if status == 0 and first_tests(patch) != WHOLE_SUITE:
+            check_whole_suite()
+            status, evidence = run_suite(tree)
         seconds = time.perf_counter() - started
     if status not in (0, *REJECTED):
         raise SystemExit(f"{patch.name}: pytest stopped with status {status}: {evidence}")
     return Verdict(patch.name, status in REJECTED, seconds, evidence)
 
 
-def check_baseline() -> None:
-    """Fail loudly unless every patch applies and the unmutated copy passes the suite."""
+_whole_suite = threading.Lock()
+_whole_suite_passed: list[bool] = []
+
+
+def check_whole_suite() -> None:
+    """Fail loudly unless the unmutated copy passes the whole suite (run once, when needed)."""
+    with _whole_suite:
+        if _whole_suite_passed:
+            return
+        with tempfile.TemporaryDirectory(prefix="hand-mutant-") as scratch:
+            status, evidence = run_suite(copy_tree(Path(scratch)))
+        if status != 0:
+            raise SystemExit(f"the suite fails without any mutant: {evidence}")
+        _whole_suite_passed.append(True)
+
+
+def check_baseline(selected: Sequence[Path]) -> None:
+    """Fail loudly unless every patch applies and the unmutated copy passes each set of tests.
+
+    The sets are the first tests of each selected patch, each run on its own as the mutants
+    will run them; the whole suite is checked so only if a mutant gets past its first tests.
+    """
     patches = sorted(PATCHES.glob("*.patch"))
     with tempfile.TemporaryDirectory(prefix="hand-mutant-") as scratch:
         tree = copy_tree(Path(scratch))
@@ -146,9 +211,15 @@ def check_baseline() -> None:
         source = imported_from(tree)
         if not source.is_relative_to(tree.resolve()):
             raise SystemExit(f"the suite would test {source}, not the copy under {tree}")
-        status, evidence = run_suite(tree)
-        if status != 0:
-            raise SystemExit(f"the suite fails without any mutant: {evidence}")
+        test_sets = {first_tests(patch) for patch in selected} - {WHOLE_SUITE}
+        with ThreadPoolExecutor(JOBS) as pool:
+            results = list(pool.map(lambda tests: (tests, run_suite(tree, tests)), test_sets))
+        for tests, (status, evidence) in results:
+            if status != 0:
+                named = " ".join(tests) if len(tests) < 3 else "the core's tests"
+                raise SystemExit(f"{named} fail without any mutant:\n{evidence}")
+    if WHOLE_SUITE in map(first_tests, selected):
+        check_whole_suite()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -162,14 +233,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not patches:
         raise SystemExit("no patch matches")
     print(f"hand mutants: checking that {len(patches)} patches apply and the suite passes ...")
-    check_baseline()
+    check_baseline(patches)
     verdicts = []
-    for patch in patches:
-        verdict = try_mutant(patch)
-        verdicts.append(verdict)
-        mark = "CAUGHT" if verdict.caught else "MISSED"
-        print(f"{mark} {patch.stem} ({verdict.seconds:.0f}s): {describe(patch)}", flush=True)
-        print(f"       {verdict.evidence}", flush=True)
+    with ThreadPoolExecutor(JOBS) as pool:
+        # In name order as each finishes in turn: map yields the results in submission order.
+        for patch, verdict in zip(patches, pool.map(try_mutant, patches), strict=True):
+            verdicts.append(verdict)
+            mark = "CAUGHT" if verdict.caught else "MISSED"
+            print(f"{mark} {patch.stem} ({verdict.seconds:.0f}s): {describe(patch)}", flush=True)
+            print(f"       {verdict.evidence}", flush=True)
     caught = sum(verdict.caught for verdict in verdicts)
     print(f"hand mutants: {caught} of {len(verdicts)} caught")
     return 0 if caught == len(verdicts) else 1
