@@ -327,11 +327,21 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
 @pytest.mark.parametrize(
     ("flag", "value", "rule"),
     [
-        pytest.param("--store-timeout", "0", "expected seconds above 0, e.g. 2.5", id="timeout-0"),
-        pytest.param("--grace", "inf", "expected seconds above 0, e.g. 2.5", id="grace-inf"),
-        pytest.param("--grace", "soon", "expected seconds above 0, e.g. 2.5", id="grace-word"),
-        pytest.param("--store-workers", "0", "expected a whole number from 1", id="workers-0"),
-        pytest.param("--tenant-calls", "1.5", "expected a whole number from 1", id="calls-1.5"),
+        pytest.param(
+            "--store-timeout", "0", "expected a number of seconds above 0, e.g. 2.5", id="timeout-0"
+        ),
+        pytest.param(
+            "--grace", "inf", "expected a number of seconds above 0, e.g. 2.5", id="grace-inf"
+        ),
+        pytest.param(
+            "--grace", "soon", "expected a number of seconds above 0, e.g. 2.5", id="grace-word"
+        ),
+        pytest.param(
+            "--store-workers", "0", "expected a whole number of at least 1", id="workers-0"
+        ),
+        pytest.param(
+            "--tenant-calls", "1.5", "expected a whole number of at least 1", id="calls-1.5"
+        ),
         pytest.param(
             "--tenant-rate", "-1", "expected calls per second, 0 for no limit", id="rate-negative"
         ),

@@ -124,31 +124,31 @@ def add_commands(commands: Commands) -> None:
     )
     limits.add_argument(
         "--max-sessions-per-subject",
-        type=_positive_int,
+        type=_count,
         metavar="N",
         help="open sessions one token subject may hold; more get HTTP 429 (default: 32)",
     )
     limits.add_argument(
         "--max-sessions-per-tenant",
-        type=_positive_int,
+        type=_count,
         metavar="N",
         help="open sessions one tenant may hold; more get HTTP 429 (default: 1000)",
     )
     limits.add_argument(
         "--session-idle-timeout",
-        type=_positive_seconds,
+        type=_seconds,
         metavar="SECONDS",
         help="end a session with no request for this long (default: 300)",
     )
     limits.add_argument(
         "--header-timeout",
-        type=_positive_seconds,
+        type=_seconds,
         metavar="SECONDS",
         help="close a connection whose request headers take longer than this (default: 10)",
     )
     limits.add_argument(
         "--max-connections",
-        type=_positive_int,
+        type=_count,
         metavar="N",
         help="open connections allowed; more get HTTP 503 and are closed "
         "(default: the open-file limit less 128)",
@@ -210,18 +210,15 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected seconds above 0, e.g. 2.5") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError("expected seconds above 0, e.g. 2.5")
-    return value
+    # Digits and one point only: float() would also take "1e3", " 2", "inf" and "nan".
+    if re.fullmatch("[0-9]{1,9}([.][0-9]{1,6})?", text) is None or float(text) == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds above 0, e.g. 2.5")
+    return float(text)
 
 
 def _count(text: str) -> int:
     if re.fullmatch("[0-9]{1,6}", text) is None or int(text) == 0:
-        raise argparse.ArgumentTypeError("expected a whole number from 1")
+        raise argparse.ArgumentTypeError("expected a whole number of at least 1")
     return int(text)
 
 
@@ -240,18 +237,6 @@ _SESSION_OPTIONS = {
     "--max-sessions-per-tenant": "max_sessions_per_tenant",
     "--session-idle-timeout": "session_idle_timeout",
 }
-
-
-def _positive_int(text: str) -> int:
-    if re.fullmatch("[0-9]{1,9}", text) is None or int(text) == 0:
-        raise argparse.ArgumentTypeError("expected a whole number of at least 1")
-    return int(text)
-
-
-def _positive_seconds(text: str) -> float:
-    if re.fullmatch("[0-9]{1,9}([.][0-9]{1,6})?", text) is None or float(text) == 0:
-        raise argparse.ArgumentTypeError("expected a number of seconds above 0, e.g. 2.5")
-    return float(text)
 
 
 def _given(options: argparse.Namespace, **fields: str) -> dict[str, Any]:
