@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import queue
 import random
 import signal
 import sqlite3
@@ -653,3 +654,19 @@ def test_apply_with_id_digits_on_postgres(
     assert capsys.readouterr().out == (
         f"applied 1 changes from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
     )
+
+
+def test_a_full_read_ahead_queue_waits_until_the_run_ends() -> None:
+    # The reader outpacing the writer is a race in the end-to-end tests: here it is made.
+    lines: queue.Queue[object] = queue.Queue(maxsize=1)
+    lines.put("held")
+    stop = threading.Event()
+    timer = threading.Timer(0.3, stop.set)
+    timer.start()
+    try:
+        assert apply_command._put(lines, "next", stop) is False  # type: ignore[arg-type]
+    finally:
+        timer.cancel()
+    assert lines.get_nowait() == "held"
+    assert apply_command._put(lines, "next", threading.Event()) is True  # type: ignore[arg-type]
+    assert lines.get_nowait() == "next"
