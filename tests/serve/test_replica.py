@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 from conftest import PostgresDatabase, StoreFactory
 from expected import T104
 from replica_support import call, locked_table, metric, origin, request, rpc, wait_until
-from testkit.server import STOP_TIMEOUT_SECONDS, HttpServer
+from testkit.server import STOP_TIMEOUT_SECONDS, HttpServer, ServerProcess, serve_http_command
 from testkit.tokens import Issuer, claims
 from ticket_tools import fixture_records
 
@@ -140,3 +141,25 @@ def _refused(base: str) -> bool:
     except OSError:
         return True
     return False
+
+
+# `ticket-tools serve http`, reporting on stderr whether the heap was frozen when it returned.
+FREEZE_REPORTER = """
+import gc, sys
+from ticket_tools.cli import main
+status = main(sys.argv[1:])
+print(f"frozen after serving: {gc.get_freeze_count() > 0}", file=sys.stderr, flush=True)
+sys.exit(status)
+"""
+
+
+def test_after_a_drain_the_heap_is_frozen_so_the_exit_skips_freeing_it(
+    tmp_path: Path, jwks: Path
+) -> None:
+    # Tearing the interpreter down freed the SDK stack's objects one by one after the
+    # grace: 0.25-0.4 s idle, over a second under load (the drain's target is grace + 1 s).
+    arguments = serve_http_command(jwks, "--stateless")[3:]  # after `-m ticket_tools.cli`
+    server = ServerProcess([sys.executable, "-c", FREEZE_REPORTER, *arguments], tmp_path / "log")
+    wait_until(lambda: _ready(origin(server.url))[0] == 200, "ready")
+    assert server.stop() == 0
+    assert server.stderr().splitlines()[-1] == "frozen after serving: True"
