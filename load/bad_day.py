@@ -13,8 +13,9 @@ with its own token:
 3. a stall, twice: the table locked, then PostgreSQL stopped, for STALL_SECONDS, while one
    client loops over the calls that need no store (`tools/list`, an unknown tool, invalid
    arguments) and two call `get_ticket`: the p99 of the first against the same calls with
-   the store idle just before, how long a store call takes to fail, and how soon `/readyz`
-   turns 503 and back to 200;
+   the store idle just before and against the machine's own scheduling delay then (how late
+   a process that only sleeps wakes up), how long a store call takes to fail, and how soon
+   `/readyz` turns 503 and back to 200;
 4. sessions and bursts, on a replica with sessions and the default rate limits: one token
    opens sessions as fast as it can (until refused, and on), then one token sends calls as
    fast as it can, while tenant Q's two paced clients call and a newcomer of Q opens a new
@@ -22,7 +23,9 @@ with its own token:
 5. SIGTERM with a call waiting on a locked table, SIGTERM_ROUNDS times: the time to exit,
    the exit status, and what the waiting call was answered.
 
-Timings are figures, with their targets beside; only wrong answers (a refusal of Q, a
+With BAD_DAY_PROFILE=FOLDER (and py-spy installed), the replica is sampled during each
+stall into FOLDER/stall-lock.txt and stall-stop.txt (py-spy's raw collapsed stacks, by
+thread). Timings are figures, with their targets beside; only wrong answers (a refusal of Q, a
 store call answered anything but its ticket or `unavailable`, a probe that never flips, a
 non-zero exit) are problems of the run. `benchmarks/bench_bad_day.py` runs this phase
 alone on a cluster of its own (`run_alone`).
@@ -33,9 +36,12 @@ from __future__ import annotations
 import http.client
 import json
 import multiprocessing
+import os
+import shutil
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -72,6 +78,7 @@ SLOW_BODY_BYTE_SECONDS = 0.5
 SIGTERM_ROUNDS = 3
 SIGTERM_STORE_TIMEOUT = "30"  # past the grace: the waiting call is cut off by the drain
 READY_POLL_SECONDS = 0.02
+LAG_SLEEP_SECONDS = 0.005
 RECOVERY_WAIT_SECONDS = 30.0
 CLIENT_TIMEOUT_SECONDS = 60.0
 # Targets of issue 19, point 11.
@@ -85,6 +92,8 @@ GRACE_SECONDS = 3.0  # the replicas' --grace: the default
 BUDGET_SECONDS = 300.0
 OWNER, READER, DATABASE = "bad_day_owner", "bad_day_reader", "bad_day"
 PROTOCOL_VERSION = "2025-06-18"
+# A folder: each stall's replica is sampled with py-spy (when installed) into FOLDER/stall-*.txt.
+PROFILE_VARIABLE = "BAD_DAY_PROFILE"
 
 Figures = dict[str, Any]
 T = TypeVar("T")
@@ -472,6 +481,7 @@ class BadDay:
         flips: list[float] = []
         with running([loop.run for loop in getters]):
             time.sleep(0.5)  # both getters answered from the store, before the stall
+            profiler = self._profile(server, f"stall-{kind}")
             with self._stalled(kind) as began:
 
                 def watch() -> None:
@@ -480,10 +490,14 @@ class BadDay:
 
                 watcher = threading.Thread(target=watch, daemon=True)
                 watcher.start()
-                _round_robin(no_store, STALL_SECONDS - (time.perf_counter() - began[0]))
+                lag = _Lag()
+                with elsewhere([lag.run], lag.figures) as lagged:
+                    _round_robin(no_store, STALL_SECONDS - (time.perf_counter() - began[0]))
                 watcher.join()
                 stall_ended = time.perf_counter()
             back = _until_status(server.base, 200, RECOVERY_WAIT_SECONDS)
+            if profiler is not None:
+                profiler.wait(timeout=CLIENT_TIMEOUT_SECONDS)
         during = [
             (sent, seconds, code)
             for loop in getters
@@ -497,6 +511,7 @@ class BadDay:
             "seconds": round(stall_ended - began[0], 1),
             "no_store_idle": _summary(idle_times, IDLE_BASELINE_SECONDS),
             "no_store_stalled": _summary(stalled_times, STALL_SECONDS),
+            "machine_lag_ms": lagged[0],
             "no_store_by_call": {
                 label: _summary(loop.times, STALL_SECONDS)
                 for (label, _), loop in zip(NO_STORE, no_store, strict=True)
@@ -511,6 +526,20 @@ class BadDay:
             "readyz_200_after_s": None if back is None else round(back, 2),
         }
         self.figures[f"stall_{kind}"] = figures
+
+    def _profile(self, server: Server, name: str) -> subprocess.Popen[bytes] | None:
+        """With PROFILE_VARIABLE set, sample the replica with py-spy for the stall's length."""
+        folder = os.environ.get(PROFILE_VARIABLE)
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        if not folder or not Path(spy).is_file():
+            return None
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        output = Path(folder).resolve() / f"{name}.txt"
+        command = [spy, "record", "--pid", str(server.process.pid), "--duration"]
+        command += [str(int(STALL_SECONDS)), "--rate", "200", "--format", "raw", "--threads"]
+        command += ["--nonblocking", "--output", str(output)]
+        self.say(f"profiling the replica into {output}")
+        return self.supervisor.start(command, log=self.supervisor.folder / f"{name}.py-spy.log")
 
     @contextmanager
     def _stalled(self, kind: str) -> Iterator[list[float]]:
@@ -643,6 +672,26 @@ def _summary(times: Sequence[float], seconds: float) -> Figures:
         "p99_ms": ms(times, 99),
         "max_ms": None if not times else round(max(times) * 1000, 1),
     }
+
+
+class _Lag:
+    """How late a process that only sleeps LAG_SLEEP_SECONDS at a time wakes: the machine's
+    scheduling delay, the floor under any latency measured beside it."""
+
+    def __init__(self) -> None:
+        self.late: list[float] = []
+
+    def run(self, stop: threading.Event) -> None:
+        """Sleep and measure the oversleep until stopped."""
+        while not stop.is_set():
+            started = time.perf_counter()
+            time.sleep(LAG_SLEEP_SECONDS)
+            self.late.append(time.perf_counter() - started - LAG_SLEEP_SECONDS)
+
+    def figures(self) -> Figures:
+        """Return the oversleep's p50, p99 and max in milliseconds."""
+        late = self.late
+        return {"p50": ms(late, 50), "p99": ms(late, 99), "max": ms(late, 100)}
 
 
 def _results(loops: Sequence[Loop]) -> tuple[list[float], dict[str, int]]:
@@ -867,7 +916,7 @@ def rows(figures: Figures | None) -> list[tuple[str, str, str, str]]:
         after = slow["cut_off_after_s"]
         row(
             "slow bodies cut off",
-            f"{slow['cut_off']} of {slow['connections']}"
+            f"{slow['cut_off']} of {slow['connections']} within {slow['window_s']:g} s"
             + ("" if after is None else f", after {after} s"),
             "(no target)",
             None,
@@ -876,10 +925,10 @@ def rows(figures: Figures | None) -> list[tuple[str, str, str, str]]:
         stall = figures.get(f"stall_{kind}")
         if stall is None:
             continue
-        p99 = stall["no_store_stalled"]["p99_ms"]
+        p99, lag = stall["no_store_stalled"]["p99_ms"], stall["machine_lag_ms"]["p99"]
         row(
-            f"{label}: p99 of calls needing no store (idle before)",
-            f"{p99} ms ({stall['no_store_idle']['p99_ms']} ms)",
+            f"{label}: p99 of calls needing no store (idle before; machine lag p99)",
+            f"{p99} ms ({stall['no_store_idle']['p99_ms']} ms; {lag} ms)",
             f"<= {NO_STORE_P99_TARGET_MS:g} ms",
             None if p99 is None else p99 <= NO_STORE_P99_TARGET_MS,
         )
