@@ -34,6 +34,7 @@ alone on a cluster of its own (`run_alone`).
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import multiprocessing
 import os
@@ -140,6 +141,9 @@ def _records() -> dict[str, dict[str, str]]:
     return records
 
 
+_IDS = itertools.count(1)  # next() on it is atomic under the GIL: one id per request
+
+
 class Client:
     """One kept-alive HTTP/1.1 connection sending JSON-RPC posts with one token."""
 
@@ -156,6 +160,8 @@ class Client:
 
     def post(self, message: dict[str, object]) -> tuple[int, bytes, float, dict[str, str]]:
         """Send one request; return its status, body, seconds taken and headers."""
+        if "id" in message:  # requests of one session must not share an id (JSON-RPC)
+            message = {**message, "id": next(_IDS)}
         started = time.perf_counter()
         try:
             self._connection.request("POST", self._path, json.dumps(message), self.headers)
