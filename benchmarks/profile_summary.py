@@ -36,16 +36,16 @@ def summarize(path: Path, seconds: float) -> str:
     leaves: Counter[str] = Counter()
     entries: Counter[str] = Counter()
     for line in path.read_text(encoding="utf-8").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
+        stack, _, samples = line.rpartition(" ")
+        if not stack or not samples.isdigit():
             continue
         frames = stack.split(";")
         thread = frames[0].split(": ", 1)[-1]
-        threads[thread] += int(count)
+        threads[thread] += int(samples)
         if thread == "MainThread" and len(frames) > 1:
-            leaves[_package(frames[-1])] += int(count)
+            leaves[_package(frames[-1])] += int(samples)
             ours = [f for f in frames[1:] if _package(f) in ("ticket_tools", "mcp")]
-            entries[ours[-1] if ours else _package(frames[-1])] += int(count)
+            entries[ours[-1] if ours else _package(frames[-1])] += int(samples)
     window = seconds * RATE
     lines = [f"{path.name}: {window:.0f} sample slots ({seconds:g} s at {RATE}/s)"]
     for thread, count in threads.most_common():

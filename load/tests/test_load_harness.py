@@ -244,6 +244,16 @@ def _page() -> dict[str, object]:
             Verdict("error", "transport:ConnectError", 0, True, "ok"),
             id="transport",
         ),
+        pytest.param(
+            Observation(result={"ok": False, "code": "unavailable", "detail": "x"}, is_error=True),
+            Verdict("error", "unavailable", 0, True, "ok"),
+            id="unavailable",
+        ),
+        pytest.param(
+            Observation(result={"ok": False, "code": "unavailable", "detail": "x"}),
+            Verdict("wrong", None, 0, True, "ok"),
+            id="unavailable-without-is-error",
+        ),
     ],
 )
 def test_anything_but_the_expected_answer_is_wrong_or_an_error(
@@ -498,7 +508,11 @@ def test_problems_name_every_target_missed() -> None:
         _result("load-8"),
         _result("load-32", wrong=2, cross_tenant=1, errors={"internal_error": 1}),
         _result("replica-loss", errors={"transport:ConnectError": 3, "internal_error": 1}),
-        _result("db-restart", errors={"internal_error": 9}, fault={"replicas_alive_after": True}),
+        _result(
+            "db-restart",
+            errors={"internal_error": 9, "unavailable": 4},
+            fault={"replicas_alive_after": True},
+        ),
         _result("soak", walks=report.WalkTotals(checked=5, skipped=1, repeated=2, out_of_order=1)),
         _result("db-restart", fault={"replicas_alive_after": False}),
     ]
