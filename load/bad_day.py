@@ -33,6 +33,7 @@ alone on a cluster of its own (`run_alone`).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import itertools
 import json
@@ -423,10 +424,12 @@ class BadDay:
         """Q's p50 and p99 with H's no-match searches beside, against Q alone."""
         run_loops(self._q_loops(server, "warm"), WARMUP_SECONDS)
         alone = self._q_loops(server, "alone")
-        run_loops(alone, PHASE_SECONDS)
+        with lagging() as lag_alone:
+            run_loops(alone, PHASE_SECONDS)
         with_h = self._q_loops(server, "with-h")
         heavy = [Loop(Client(server.url, self.token("h", f"h-{n}")), HEAVY) for n in range(CLIENTS)]
-        with elsewhere([loop.run for loop in heavy], lambda: _results(heavy)) as h:
+        searching = elsewhere([loop.run for loop in heavy], lambda: _results(heavy))
+        with searching as h, lagging() as lag_with_h:
             run_loops(with_h, PHASE_SECONDS)
         h_times, h_codes = h[0]
         q_alone = [t for loop in alone for t in loop.times]
@@ -437,6 +440,7 @@ class BadDay:
             "h": _summary(h_times, PHASE_SECONDS),
             "p50_ratio": ratio(ms(q_with, 50), ms(q_alone, 50)),
             "p99_ratio": ratio(ms(q_with, 99), ms(q_alone, 99)),
+            "machine_lag_ms": {"alone": lag_alone[0], "with_h": lag_with_h[0]},
             "q_codes": _codes(alone + with_h),
             "h_codes": h_codes,
         }
@@ -496,8 +500,7 @@ class BadDay:
 
                 watcher = threading.Thread(target=watch, daemon=True)
                 watcher.start()
-                lag = _Lag()
-                with elsewhere([lag.run], lag.figures) as lagged:
+                with lagging() as lagged:
                     _round_robin(no_store, STALL_SECONDS - (time.perf_counter() - began[0]))
                 watcher.join()
                 stall_ended = time.perf_counter()
@@ -572,12 +575,14 @@ class BadDay:
         try:
             rss_before = rss_kib(server.process.pid)
             alone = self._paced(server, "alone")
-            run_loops(alone, SESSION_PHASE_SECONDS)
+            with lagging() as lag_alone:
+                run_loops(alone, SESSION_PHASE_SECONDS)
             flood = _Flood(server.url, self.token("f", "flood"))
             beside_flood = self._paced(server, "flood")
             newcomers = _Newcomers(server.url, self.token, "newcomer")
             jobs = [loop.run for loop in beside_flood] + [newcomers.run]
-            with elsewhere([flood.run] * CLIENTS, flood.figures) as flooded, running(jobs):
+            flooding = elsewhere([flood.run] * CLIENTS, flood.figures)
+            with flooding as flooded, running(jobs), lagging() as lag_flood:
                 time.sleep(SESSION_PHASE_SECONDS)
             opened, refused, first_refusal = flooded[0]
             rss_after = rss_kib(server.process.pid)
@@ -590,7 +595,7 @@ class BadDay:
             burst_newcomers = _Newcomers(server.url, self.token, "burst-newcomer")
             jobs = [loop.run for loop in beside_burst] + [burst_newcomers.run]
             bursting = elsewhere([loop.run for loop in burst], lambda: _results(burst))
-            with bursting as burst_results, running(jobs):
+            with bursting as burst_results, running(jobs), lagging() as lag_burst:
                 time.sleep(SESSION_PHASE_SECONDS)
             _, burst_codes = burst_results[0]
         finally:
@@ -604,6 +609,7 @@ class BadDay:
             "q_during_burst": _summary(q_burst, SESSION_PHASE_SECONDS),
             "flood_p50_ratio": ratio(ms(q_flood, 50), ms(q_alone, 50)),
             "burst_p50_ratio": ratio(ms(q_burst, 50), ms(q_alone, 50)),
+            "machine_lag_ms": {"alone": lag_alone[0], "flood": lag_flood[0], "burst": lag_burst[0]},
             "flood_opened": opened,
             "flood_refused": refused,
             "flood_first_refusal_s": first_refusal,
@@ -678,6 +684,12 @@ def _summary(times: Sequence[float], seconds: float) -> Figures:
         "p99_ms": ms(times, 99),
         "max_ms": None if not times else round(max(times) * 1000, 1),
     }
+
+
+def lagging() -> contextlib.AbstractContextManager[list[Figures]]:
+    """Measure the machine's scheduling delay (`_Lag`) in a process of its own meanwhile."""
+    lag = _Lag()
+    return elsewhere([lag.run], lag.figures)
 
 
 class _Lag:
@@ -904,9 +916,15 @@ def rows(figures: Figures | None) -> list[tuple[str, str, str, str]]:
         for q in ("p50", "p99"):
             value = noisy[f"{q}_ratio"]
             alone, beside = noisy["q_alone"][f"{q}_ms"], noisy["q_with_h"][f"{q}_ms"]
+            lag = noisy.get("machine_lag_ms", {})
+            lags = (
+                "; machine lag p99 "
+                + " -> ".join(f"{lag[k]['p99']}" for k in ("alone", "with_h") if k in lag)
+                + " ms"
+            )
             row(
                 f"Q's {q} with H's searches / alone",
-                f"{value}x ({alone} -> {beside} ms)",
+                f"{value}x ({alone} -> {beside} ms{lags if lag else ''})",
                 f"<= {NEIGHBOUR_RATIO_TARGET:g}x",
                 None if value is None else value <= NEIGHBOUR_RATIO_TARGET,
             )
@@ -956,9 +974,11 @@ def rows(figures: Figures | None) -> list[tuple[str, str, str, str]]:
         for key, label in (("flood", "session flood"), ("burst", "burst of calls")):
             value = sessions[f"{key}_p50_ratio"]
             beside = sessions[f"q_during_{key}"]["p50_ms"]
+            lag = sessions.get("machine_lag_ms", {})
+            lags = f"; machine lag p99 {lag['alone']['p99']} -> {lag[key]['p99']} ms" if lag else ""
             row(
                 f"Q's p50 during one token's {label} / alone",
-                f"{value}x ({sessions['q_alone']['p50_ms']} -> {beside} ms)",
+                f"{value}x ({sessions['q_alone']['p50_ms']} -> {beside} ms{lags})",
                 f"<= {NEIGHBOUR_RATIO_TARGET:g}x",
                 None if value is None else value <= NEIGHBOUR_RATIO_TARGET,
             )
