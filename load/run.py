@@ -28,7 +28,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from load import bad_day
+from load import bad_day, bad_day_report
 from load.client import Client, run_client
 from load.cluster import Cluster
 from load.records import TENANTS, TICKETS_PER_TENANT, tenant_name, write_records_file
@@ -107,10 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "leftover_pids": leftovers,
         "problems": found,
     }
-    found += bad_day.problems(report.get("bad_day"))
+    found += bad_day_report.problems(report.get("bad_day"))
     print(render_table(phases))
     if report.get("bad_day"):
-        print("\n" + bad_day.render(report["bad_day"]))
+        print("\n" + bad_day_report.render(report["bad_day"]))
     print("problems: " + ("; ".join(found) if found else "none"))
     write_report(options.report, report)
     print(f"report: {options.report}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from load import bad_day
+from load import bad_day, bad_day_report
 
 
 def _rpc(message: dict[str, Any]) -> bytes:
@@ -99,7 +99,7 @@ FIGURES: dict[str, Any] = {
 
 
 def test_each_target_is_judged_met_or_not() -> None:
-    assert bad_day.rows(FIGURES) == [
+    assert bad_day_report.rows(FIGURES) == [
         ("Q's p50 with H's searches / alone", "1.2x (10.0 -> 12.0 ms)", "<= 2x", "met"),
         ("Q's p99 with H's searches / alone", "2.5x (20.0 -> 50.0 ms)", "<= 2x", "NOT met"),
         (
@@ -142,15 +142,15 @@ def test_each_target_is_judged_met_or_not() -> None:
             "met",
         ),
     ]
-    table = bad_day.render(FIGURES).splitlines()
+    table = bad_day_report.render(FIGURES).splitlines()
     assert table[0].split() == ["bad", "day", "(one", "replica)", "figure", "target"]
     assert table[2].endswith("<= 2x        met")
-    assert (bad_day.rows(None), bad_day.render({})) == ([], "")
+    assert (bad_day_report.rows(None), bad_day_report.render({})) == ([], "")
 
 
 def test_a_missed_timing_is_no_problem_but_a_wrong_answer_is() -> None:
-    assert bad_day.problems(FIGURES) == []
-    assert bad_day.problems(None) == []
+    assert bad_day_report.problems(FIGURES) == []
+    assert bad_day_report.problems(None) == []
     wrong = json.loads(json.dumps(FIGURES))
     wrong["noisy_neighbour"]["q_codes"] = {"ok": 5, "-32603": 1}
     wrong["stall_lock"]["no_store_codes"]["http 503"] = 1
@@ -158,7 +158,7 @@ def test_a_missed_timing_is_no_problem_but_a_wrong_answer_is() -> None:
     wrong["stall_lock"]["readyz_200_after_s"] = None
     wrong["sessions"]["newcomer_failures"] = {"a session could not be opened: HTTP 429": 1}
     wrong["sigterm"]["rounds"].append({"exit_s": 9.0, "status": 1, "answer": "no answer"})
-    assert bad_day.problems(wrong) == [
+    assert bad_day_report.problems(wrong) == [
         "bad day: noisy neighbour: Q got {'-32603': 1}",
         "bad day: lock: calls that need no store got ['http 503']",
         "bad day: lock: store calls got ['-32603']",
