@@ -5,9 +5,10 @@ core's outcome (the result dict as structuredContent, with the failure's detail 
 "ok" and "code" and `isError` on a failure, the same text; an unknown tool as the
 protocol error -32602). *error*: the server could not
 answer, in a way a client can tell apart from an answer: the fixed internal error
-(-32603 "Internal error", what a store failure becomes) or a transport failure (a replica
-gone). *wrong*: anything else, including any other protocol error. Independently, every
-ticket whose title names another tenant is counted as cross-tenant.
+(-32603 "Internal error"), the `unavailable` tool error (what a store failure that ends by
+itself becomes: the database restarting) or a transport failure (a replica gone).
+*wrong*: anything else, including any other protocol error. Independently, every ticket
+whose title names another tenant is counted as cross-tenant.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ INTERNAL_ERROR_CODE = -32603
 INTERNAL_ERROR_MESSAGE = "Internal error"
 INVALID_PARAMS_CODE = -32602
 INTERNAL_ERROR = "internal_error"
+UNAVAILABLE = "unavailable"
+"""The server's answer when the store did not answer in time (a tool error, never one of
+the contract's codes): the call may be retried, as after the internal error."""
 # A walk never needs more pages than there are ids; the bound keeps the oracle finite.
 MAX_ORACLE_PAGES = ID_SPACE + 1
 ORACLE_LIMIT = 10
@@ -71,6 +75,8 @@ def check(call: Call, context: Context, records: Records, seen: Observation) -> 
     crossed = _cross_tenant(seen.result, str(context.get("tenant")))
     if seen.failure is not None:
         return Verdict("error", f"transport:{seen.failure}", crossed, store_read, code)
+    if is_unavailable(seen):
+        return Verdict("error", UNAVAILABLE, crossed, store_read, code)
     if seen.protocol_code is not None:
         if (seen.protocol_code, seen.protocol_message) == (
             INTERNAL_ERROR_CODE,
@@ -97,6 +103,12 @@ def check(call: Call, context: Context, records: Records, seen: Observation) -> 
         and seen.text == text
     )
     return Verdict("correct" if right else "wrong", None, crossed, store_read, code)
+
+
+def is_unavailable(seen: Observation) -> bool:
+    """Say whether a tool result is the server's "store unavailable, retry" failure."""
+    result = seen.result
+    return seen.is_error and result is not None and result.get("code") == UNAVAILABLE
 
 
 def _cross_tenant(result: Mapping[str, object] | None, tenant: str) -> int:

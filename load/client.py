@@ -3,7 +3,8 @@
 It sends its plan's calls one after another (a closed loop: the next call leaves when the
 last answer arrives). When a replica stops answering, it records the failed call, moves to
 the next replica and sends the same call again, so a page walk goes on from the cursor it
-holds. A call answered with the internal error is sent again after a short pause. Every
+holds. A call answered with the internal error or `unavailable` is sent again after a
+short pause. Every
 loop is bounded by the phase's deadline and by MAX_CALLS.
 """
 
@@ -20,7 +21,7 @@ from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from load.checker import INTERNAL_ERROR_CODE, Observation
+from load.checker import INTERNAL_ERROR_CODE, Observation, is_unavailable
 from load.workload import Call, ClientPlan
 
 CALL_TIMEOUT_SECONDS = 30.0
@@ -105,7 +106,8 @@ async def _session(
             seen = await _call(session, call)
             in_flight.clear()
             client.records.append(CallRecord(call, seen, started, time.monotonic(), client.replica))
-            if seen.protocol_code == INTERNAL_ERROR_CODE or seen.failure is not None:
+            no_answer = seen.protocol_code == INTERNAL_ERROR_CODE or seen.failure is not None
+            if no_answer or is_unavailable(seen):
                 pending = call  # no answer: the same call again, the walk keeps its cursor
                 await anyio.sleep(RETRY_PAUSE_SECONDS)
                 continue

@@ -9,7 +9,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from load.checker import INTERNAL_ERROR, Tally, WalkCheck, check, check_walk, oracle_walk
+from load.checker import (
+    INTERNAL_ERROR,
+    UNAVAILABLE,
+    Tally,
+    WalkCheck,
+    check,
+    check_walk,
+    oracle_walk,
+)
 from load.client import Client
 from load.records import tenant_records
 from load.stats import Latency
@@ -203,7 +211,7 @@ def _allowed_errors(phase: str) -> Callable[[str], bool]:
     if phase == "replica-loss":
         return lambda kind: kind.startswith("transport:")
     if phase == "db-restart":
-        return lambda kind: kind == INTERNAL_ERROR
+        return lambda kind: kind in (INTERNAL_ERROR, UNAVAILABLE)
     return lambda kind: False
 
 

@@ -6,7 +6,8 @@ Setup: a records file of TENANTS x TICKETS_PER_TENANT generated tickets, importe
 throwaway PostgreSQL (or an SQLite file with --store sqlite), and two
 `serve http --stateless` replicas on it. Then: a warm-up; 8, 32 and 64 concurrent
 clients; the loss of one replica; a database restart (PostgreSQL only); the soak with each
-replica's RSS sampled. Each phase's calls are checked after it ends, outside its timing.
+replica's RSS sampled; then the bad day of one replica (PostgreSQL only, load/bad_day.py).
+Each phase's calls are checked after it ends, outside its timing.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from load import bad_day, bad_day_report
 from load.client import Client, run_client
 from load.cluster import Cluster
 from load.records import TENANTS, TICKETS_PER_TENANT, tenant_name, write_records_file
@@ -105,7 +107,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "leftover_pids": leftovers,
         "problems": found,
     }
+    found += bad_day_report.problems(report.get("bad_day"))
     print(render_table(phases))
+    if report.get("bad_day"):
+        print("\n" + bad_day_report.render(report["bad_day"]))
     print("problems: " + ("; ".join(found) if found else "none"))
     write_report(options.report, report)
     print(f"report: {options.report}")
@@ -116,7 +121,8 @@ def default_budget(options: argparse.Namespace) -> float:
     """Return the whole run's time budget: setup, every phase, and the checks after each."""
     phases = [WARMUP_SECONDS, FAULT_PHASE_SECONDS, FAULT_PHASE_SECONDS, options.soak_seconds]
     phases += [options.phase_seconds] * len(options.clients)
-    return float(SETUP_ALLOWANCE_SECONDS + sum(phases) + CHECK_ALLOWANCE_SECONDS * len(phases))
+    total = SETUP_ALLOWANCE_SECONDS + sum(phases) + CHECK_ALLOWANCE_SECONDS * len(phases)
+    return float(total + (bad_day.BUDGET_SECONDS if options.store == "postgres" else 0))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -191,6 +197,8 @@ class Run:
         if self.cluster is not None:
             self.phase("db-restart", FAULT_CLIENTS, FAULT_PHASE_SECONDS, fault=self.restart_db)
         self.phase("soak", SOAK_CLIENTS, self.options.soak_seconds, fault=self.soak_figures)
+        if self.cluster is not None:
+            self.bad_day(self.cluster)
 
     def setup(self) -> None:
         """Write the records, import them, start the replicas."""
@@ -249,6 +257,14 @@ class Run:
             status = None
         if status != 0:
             raise RuntimeError(f"the import failed ({status}):\n{log.read_text()[-2000:]}")
+
+    def bad_day(self, cluster: Cluster) -> None:
+        """Run the bad-day phase (load/bad_day.py) on a database of its own in the cluster."""
+        _say(f"bad day: one replica at a time, for at most {bad_day.BUDGET_SECONDS:.0f} s")
+        figures = self.report["bad_day"] = {"loadavg_at_start": os.getloadavg()}
+        jwks = self.supervisor.folder / "jwks.json"
+        bad_day.BadDay(self.supervisor, cluster, self.issuer, jwks).run(figures)
+        figures["loadavg_at_end"] = os.getloadavg()
 
     def restart_replica(self, number: int) -> None:
         """Start a killed replica again (on a new port) before the next phase."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from load import checker, report, run, stats, supervise
+from load import bad_day, checker, report, run, stats, supervise
 from load import client as client_module
 from load.checker import Observation, Tally, Verdict, WalkCheck, check, check_walk, oracle_walk
 from load.client import CallRecord, Client, _leaf, run_client
@@ -243,6 +243,16 @@ def _page() -> dict[str, object]:
             Observation(failure="ConnectError"),
             Verdict("error", "transport:ConnectError", 0, True, "ok"),
             id="transport",
+        ),
+        pytest.param(
+            Observation(result={"ok": False, "code": "unavailable", "detail": "x"}, is_error=True),
+            Verdict("error", "unavailable", 0, True, "ok"),
+            id="unavailable",
+        ),
+        pytest.param(
+            Observation(result={"ok": False, "code": "unavailable", "detail": "x"}),
+            Verdict("wrong", None, 0, True, "ok"),
+            id="unavailable-without-is-error",
         ),
     ],
 )
@@ -498,7 +508,11 @@ def test_problems_name_every_target_missed() -> None:
         _result("load-8"),
         _result("load-32", wrong=2, cross_tenant=1, errors={"internal_error": 1}),
         _result("replica-loss", errors={"transport:ConnectError": 3, "internal_error": 1}),
-        _result("db-restart", errors={"internal_error": 9}, fault={"replicas_alive_after": True}),
+        _result(
+            "db-restart",
+            errors={"internal_error": 9, "unavailable": 4},
+            fault={"replicas_alive_after": True},
+        ),
         _result("soak", walks=report.WalkTotals(checked=5, skipped=1, repeated=2, out_of_order=1)),
         _result("db-restart", fault={"replicas_alive_after": False}),
     ]
@@ -567,14 +581,17 @@ def test_the_json_report_holds_every_figure(tmp_path: Path) -> None:
 # --- the run's options and the client's failure names ---------------------------------------
 
 
-def test_the_default_run_fits_in_ten_minutes() -> None:
+def test_the_default_run_fits_in_ten_minutes_and_the_bad_day() -> None:
     options = run._parser().parse_args([])
     assert (options.soak_seconds, options.clients, options.store) == (
         120.0,
         (1, 8, 32, 64),
         "postgres",
     )
-    assert run.default_budget(options) + supervise.HARD_GRACE_SECONDS <= 600
+    budget = run.default_budget(options)
+    assert budget - bad_day.BUDGET_SECONDS + supervise.HARD_GRACE_SECONDS <= 600
+    sqlite = run._parser().parse_args(["--store", "sqlite"])  # no bad day without PostgreSQL
+    assert run.default_budget(sqlite) == budget - bad_day.BUDGET_SECONDS
     longer = run._parser().parse_args(["--soak-seconds", "600", "--clients", "4,8"])
     assert longer.clients == (4, 8)
     assert run.default_budget(longer) == run.default_budget(options) + 480 - 2 * (20 + 10)

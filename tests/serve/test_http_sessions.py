@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -336,3 +337,21 @@ async def test_an_opening_request_that_fails_opens_nothing() -> None:
     with pytest.raises(RuntimeError):
         await ask(gate, user("alpha", "a"))
     assert gate.open_sessions() == 0
+
+
+@pytest.mark.anyio
+async def test_a_refused_session_waits_and_a_request_sent_after_it_is_answered_first() -> None:
+    # As a rate limit's 429 (test_limits.py): a token opening sessions in a loop waits
+    # between its refusals, and another subject's new session, asked after, opens first.
+    gate, _ = gate_with(Clock(), per_subject=1)
+    alice, bob = user("alpha", "alice"), user("alpha", "bob")
+    assert await ask(gate, alice) == (200, "s1")
+    answered: list[tuple[str, tuple[int, str | None]]] = []
+
+    async def asking(name: str, who: AuthenticatedUser) -> None:
+        answered.append((name, await ask(gate, who)))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(asking, "alice", alice)
+        group.start_soon(asking, "bob", bob)
+    assert answered == [("bob", (200, "s2")), ("alice", (429, None))]

@@ -12,7 +12,10 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import anyio
 import pytest
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from starlette.types import Message, Receive, Scope, Send
 
 from conftest import PostgresDatabase, StoreFactory
@@ -24,7 +27,9 @@ from ticket_tools import fixture_records
 from ticket_tools.serve import limits
 from ticket_tools.serve.limits import Buckets, RateLimits
 
-BURST = 40  # requests sent in one burst: far over the small buckets below
+# Requests sent one after another: over the small buckets below even though each refusal
+# is answered REFUSAL_DELAY_SECONDS late (2 requests/s against 1/s refills).
+BURST = 12
 LIST = rpc("tools/list")
 REFUSED_BODY = {
     "jsonrpc": "2.0",
@@ -220,3 +225,54 @@ async def test_a_request_without_a_verified_user_passes_to_the_app_unlimited() -
     for _ in range(5):
         await share({"type": "http", "path": "/mcp", "headers": []}, receive, send)
     assert seen == ["/mcp"] * 5
+
+
+def _user(tenant: str, subject: str) -> AuthenticatedUser:
+    claims = {"iss": "https://idp.example.test/", "tenant": tenant}
+    token = AccessToken(token="t", client_id=subject, scopes=[], subject=subject, claims=claims)  # noqa: S106
+    return AuthenticatedUser(token)
+
+
+@pytest.mark.anyio
+async def test_a_refusal_waits_and_a_request_sent_after_it_is_answered_first() -> None:
+    # A client refused in a loop must wait between its calls, or its refusals take the
+    # event loop from everyone: the 429 goes out after REFUSAL_DELAY_SECONDS, and another
+    # subject's request, sent after the refused one, is answered before it.
+    events: list[tuple[str, object]] = []
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        events.append((scope["user"].access_token.subject, "served"))
+
+    share = limits.FairShare(
+        app,
+        path="/mcp",
+        limits=RateLimits(tenant_rate=0, subject_rate=0.5),  # a burst of 1 each
+        tenant_claim="tenant",
+        draining=lambda: False,
+        refused=lambda limit: events.append(("refused", limit)),
+    )
+
+    def ask(subject: str) -> Scope:
+        return {"type": "http", "path": "/mcp", "headers": [], "user": _user("alpha", subject)}
+
+    async def receive() -> Message:
+        return {"type": "http.request", "body": b""}
+
+    def sender(subject: str) -> Send:
+        async def send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                events.append((subject, message["status"]))
+
+        return send
+
+    await share(ask("alice"), receive, sender("alice"))
+    async with anyio.create_task_group() as group:
+        group.start_soon(share, ask("alice"), receive, sender("alice"))
+        group.start_soon(share, ask("bob"), receive, sender("bob"))
+    assert events == [
+        ("alice", "served"),
+        ("refused", "subject_rate"),
+        ("bob", "served"),
+        ("alice", 429),
+    ]
+    assert limits.REFUSAL_DELAY_SECONDS == 0.5

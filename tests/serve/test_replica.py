@@ -3,20 +3,27 @@ calls in flight finish within the grace (or fail as unavailable past it), then e
 
 from __future__ import annotations
 
+import gc
 import json
 import signal
+import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
 
 from conftest import PostgresDatabase, StoreFactory
 from expected import T104
 from replica_support import call, locked_table, metric, origin, request, rpc, wait_until
-from testkit.server import STOP_TIMEOUT_SECONDS, HttpServer
+from testkit.server import STOP_TIMEOUT_SECONDS, HttpServer, ServerProcess, serve_http_command
 from testkit.tokens import Issuer, claims
 from ticket_tools import fixture_records
+from ticket_tools.serve.connections import ConnectionLimits, guarded_protocol
+from ticket_tools.serve.http import listen
+from ticket_tools.serve.replica import Replica, ReplicaOptions
 
 GET_104 = {"ticket_id": "TKT-104"}
 DRAINING = (503, {"status": "draining"})
@@ -140,3 +147,50 @@ def _refused(base: str) -> bool:
     except OSError:
         return True
     return False
+
+
+# `ticket-tools serve http`, reporting on stderr whether the heap was frozen when it returned.
+FREEZE_REPORTER = """
+import gc, sys
+from ticket_tools.cli import main
+status = main(sys.argv[1:])
+print(f"frozen after serving: {gc.get_freeze_count() > 0}", file=sys.stderr, flush=True)
+sys.exit(status)
+"""
+
+
+def test_after_a_drain_the_heap_is_frozen_so_the_exit_skips_freeing_it(
+    tmp_path: Path, jwks: Path
+) -> None:
+    # Tearing the interpreter down freed the SDK stack's objects one by one after the
+    # grace: 0.25-0.4 s idle, over a second under load (the drain's target is grace + 1 s).
+    arguments = serve_http_command(jwks, "--stateless")[3:]  # after `-m ticket_tools.cli`
+    server = ServerProcess([sys.executable, "-c", FREEZE_REPORTER, *arguments], tmp_path / "log")
+    wait_until(lambda: _ready(origin(server.url))[0] == 200, "ready")
+    assert server.stop() == 0
+    assert server.stderr().splitlines()[-1] == "frozen after serving: True"
+
+
+def test_serve_returns_with_the_heap_frozen_once_drained() -> None:
+    # In-process, on a thread (no signal handlers there), drained by the flag SIGTERM sets.
+    replica = Replica(fixture_records(), ReplicaOptions(), tenant_claim="tenant")
+    app = Starlette(routes=replica.routes())
+    replica.install(app, mcp_path="/mcp", sessions=lambda: 0)
+    listener = listen("127.0.0.1", 0)
+    base = f"http://127.0.0.1:{listener.getsockname()[1]}"
+    serving = threading.Thread(
+        target=replica.serve,
+        args=(app, listener),
+        kwargs={"http": guarded_protocol(ConnectionLimits())},
+    )
+    gc.unfreeze()
+    serving.start()
+    try:
+        wait_until(lambda: _ready(base) == (200, {"status": "ready"}), "ready")
+        assert gc.get_freeze_count() == 0
+        replica.begin_drain()
+        serving.join(timeout=STOP_TIMEOUT_SECONDS)
+        assert not serving.is_alive()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()  # the rest of the suite collects as before

@@ -4,8 +4,9 @@
 verified token (`scope["user"]`) and nothing the client merely claims. Each request to
 the MCP endpoint with a valid token takes one token from its tenant's bucket and one
 from its subject's; when either is empty the request is answered HTTP 429 with
-`Retry-After` (whole seconds) and never reaches the MCP transport, so a refused call
-costs a token check and no session, parse or store work. While the server drains, every
+`Retry-After` (whole seconds), REFUSAL_DELAY_SECONDS after it came, and never reaches
+the MCP transport, so a refused call costs a token check and no session, parse or store
+work, and a client refused in a loop waits between its calls. While the server drains, every
 MCP request is answered 503 with `Retry-After` instead (another replica will serve it).
 
 A request without a valid token passes through: the SDK answers it 401.
@@ -19,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -33,6 +35,13 @@ DEFAULT_SUBJECT_RATE = 20.0
 an agent's pace, far below a runaway loop's."""
 BURST_SECONDS = 2.0  # a bucket holds this many seconds of its rate: a page walk may burst
 MAX_BUCKETS = 100_000  # full buckets are dropped past this many: memory stays bounded
+REFUSAL_DELAY_SECONDS = 0.5
+"""A 429 (a rate limit here, a session cap in sessions.py) is sent this long after the
+request came. A client that calls again at once (a loop, a flood) then waits between its
+calls, so its refusals cannot take the event loop from other tenants: one token refused
+as fast as it could ask on 4 connections (1,900 refusals a second) raised another
+tenant's p50 5x. Below the Retry-After of at least 1 s, so a client that obeys it loses
+nothing; the wait holds no worker and no store connection, only the open connection."""
 DRAIN_RETRY_SECONDS = 1  # Retry-After while draining: another replica answers at once
 RATE_LIMITED = -32000  # JSON-RPC's server-defined range: not a request error
 
@@ -141,6 +150,7 @@ class FairShare:
                 self._refused(limit)
                 who = "tenant" if limit == "tenant_rate" else "token subject"
                 message = f"too many calls for this {who}; retry after the Retry-After seconds"
+                await anyio.sleep(REFUSAL_DELAY_SECONDS)
                 await _refuse(send, 429, math.ceil(wait), message)
                 return
         self._tenants.take(tenant)

@@ -7,7 +7,8 @@ sits in front of it, after the token is verified:
 
 - a request that would open a session is refused with HTTP 429 once the token's (issuer,
   subject) holds `per_subject` sessions, or its tenant `per_tenant`, before the SDK sees
-  it; so one token holder fills its own quota, never the pool;
+  it (REFUSAL_DELAY_SECONDS after it came, as a rate limit's 429); so one token holder
+  fills its own quota, never the pool;
 - a session id answers only the (client, issuer, subject, tenant) that opened it; any
   other token, or an id this gate never saw open, gets the SDK's own `404 Session not
   found`, as if it did not exist;
@@ -23,11 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import principal_components
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ticket_tools.serve.limits import REFUSAL_DELAY_SECONDS
 
 SESSION_HEADER = b"mcp-session-id"
 DEFAULT_IDLE_SECONDS = 300.0
@@ -227,6 +231,7 @@ async def _status_of(app: ASGIApp, scope: Scope, receive: Receive, send: Send) -
 
 
 async def _refuse(send: Send, reason: str) -> None:
+    await anyio.sleep(REFUSAL_DELAY_SECONDS)  # a client opening sessions in a loop waits
     message = (
         f"Too many open sessions: {reason}; end one (HTTP DELETE with its Mcp-Session-Id) "
         "or let one idle out"
