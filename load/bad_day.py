@@ -59,7 +59,7 @@ import psycopg
 from load.bad_day_report import Figures, problems, render
 from load.cluster import Cluster
 from load.stats import percentile
-from load.supervise import SIGNALS, Supervisor, rss_kib
+from load.supervise import SIGNALS, Supervisor, cpu_seconds, machine_cpu, rss_kib
 from testkit.server import NO_RATE_LIMITS, serve_http_command, wait_for_address
 from testkit.tokens import Issuer
 from ticket_tools.stores.postgres.importer import import_records
@@ -418,12 +418,12 @@ class BadDay:
         """Q's p50 and p99 with H's no-match searches beside, against Q alone."""
         run_loops(self._q_loops(server, "warm"), WARMUP_SECONDS)
         alone = self._q_loops(server, "alone")
-        with lagging() as lag_alone:
+        with lagging() as lag_alone, self.cores_busy(server) as cores_alone:
             run_loops(alone, PHASE_SECONDS)
         with_h = self._q_loops(server, "with-h")
         heavy = [Loop(Client(server.url, self.token("h", f"h-{n}")), HEAVY) for n in range(CLIENTS)]
         searching = elsewhere([loop.run for loop in heavy], lambda: _results(heavy))
-        with searching as h, lagging() as lag_with_h:
+        with searching as h, lagging() as lag_with_h, self.cores_busy(server) as cores_with_h:
             run_loops(with_h, PHASE_SECONDS)
         h_times, h_codes = h[0]
         q_alone = [t for loop in alone for t in loop.times]
@@ -435,9 +435,26 @@ class BadDay:
             "p50_ratio": ratio(ms(q_with, 50), ms(q_alone, 50)),
             "p99_ratio": ratio(ms(q_with, 99), ms(q_alone, 99)),
             "machine_lag_ms": {"alone": lag_alone[0], "with_h": lag_with_h[0]},
+            "cores_busy": {"alone": cores_alone, "with_h": cores_with_h},
             "q_codes": _codes(alone + with_h),
             "h_codes": h_codes,
         }
+
+    @contextmanager
+    def cores_busy(self, server: Server) -> Iterator[Figures]:
+        """Measure where the machine's CPU goes meanwhile, in cores busy: PostgreSQL (the
+        cluster and every backend), the replica, and the whole machine (the load generator
+        and anything else on it included), filled in when the block ends."""
+        cores: Figures = {}
+        started = time.monotonic()
+        postgres, replica = self.cluster.cpu_seconds(), cpu_seconds(server.process.pid)
+        busy, _ = machine_cpu()
+        yield cores
+        seconds = time.monotonic() - started
+        cores["postgres"] = round((self.cluster.cpu_seconds() - postgres) / seconds, 2)
+        cores["replica"] = round((cpu_seconds(server.process.pid) - replica) / seconds, 2)
+        cores["machine"] = round((machine_cpu()[0] - busy) / seconds, 2)
+        cores["of"] = os.cpu_count()
 
     def slow_bodies(self, server: Server) -> None:
         """Q's p50 while SLOW_BODIES connections trickle a body, and when they were cut off."""

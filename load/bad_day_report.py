@@ -84,6 +84,18 @@ def rows(figures: Figures | None) -> list[tuple[str, str, str, str]]:
                 f"<= {NEIGHBOUR_RATIO_TARGET:g}x",
                 None if value is None else value <= NEIGHBOUR_RATIO_TARGET,
             )
+        cores = noisy.get("cores_busy")
+        if cores:
+            row(
+                "cores busy alone -> with H: PostgreSQL, replica, whole machine",
+                ", ".join(
+                    f"{cores['alone'][who]} -> {cores['with_h'][who]}"
+                    for who in ("postgres", "replica", "machine")
+                )
+                + f" (of {cores['alone']['of']})",
+                "(no target)",
+                None,
+            )
     slow = figures.get("slow_bodies")
     if slow is not None:
         value = slow["p50_ratio"]

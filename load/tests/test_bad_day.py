@@ -98,6 +98,22 @@ FIGURES: dict[str, Any] = {
 }
 
 
+def test_where_the_cpu_went_is_a_row_after_the_noisy_neighbours() -> None:
+    cores = {
+        "alone": {"postgres": 0.2, "replica": 0.5, "machine": 1.1, "of": 2},
+        "with_h": {"postgres": 1.3, "replica": 0.4, "machine": 1.97, "of": 2},
+    }
+    figures = {"noisy_neighbour": {**FIGURES["noisy_neighbour"], "cores_busy": cores}}
+    assert bad_day_report.rows(figures)[2:] == [
+        (
+            "cores busy alone -> with H: PostgreSQL, replica, whole machine",
+            "0.2 -> 1.3, 0.5 -> 0.4, 1.1 -> 1.97 (of 2)",
+            "(no target)",
+            "-",
+        )
+    ]
+
+
 def test_each_target_is_judged_met_or_not() -> None:
     assert bad_day_report.rows(FIGURES) == [
         ("Q's p50 with H's searches / alone", "1.2x (10.0 -> 12.0 ms)", "<= 2x", "met"),
