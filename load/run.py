@@ -27,6 +27,8 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
+from load.churn import CHURN_CLIENTS, CHURN_SECONDS, ChurnFeed
+from load.churn import check_phase as check_churn_phase
 from load.client import Client, run_client
 from load.cluster import Cluster
 from load.records import TENANTS, TICKETS_PER_TENANT, tenant_name, write_records_file
@@ -115,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def default_budget(options: argparse.Namespace) -> float:
     """Return the whole run's time budget: setup, every phase, and the checks after each."""
     phases = [WARMUP_SECONDS, FAULT_PHASE_SECONDS, FAULT_PHASE_SECONDS, options.soak_seconds]
+    phases.append(CHURN_SECONDS)
     phases += [options.phase_seconds] * len(options.clients)
     return float(SETUP_ALLOWANCE_SECONDS + sum(phases) + CHECK_ALLOWANCE_SECONDS * len(phases))
 
@@ -178,6 +181,8 @@ class Run:
         self.issuer = Issuer()
         self.cluster: Cluster | None = None
         self.replicas: list[Replica] = []
+        self.writer_args: list[str] = []
+        """The store option `ticket-tools apply` writes through (as the owner)."""
 
     def all(self) -> None:
         """Set up, then run every phase in order."""
@@ -191,6 +196,9 @@ class Run:
         if self.cluster is not None:
             self.phase("db-restart", FAULT_CLIENTS, FAULT_PHASE_SECONDS, fault=self.restart_db)
         self.phase("soak", SOAK_CLIENTS, self.options.soak_seconds, fault=self.soak_figures)
+        # Last: it changes the store (load/churn.py), which the phases above check as imported.
+        churn = ChurnFeed(self.writer_args, self.options.tickets_per_tenant, str(self.options.seed))
+        self.phase("churn", CHURN_CLIENTS, CHURN_SECONDS, fault=churn, check=check_churn_phase)
 
     def setup(self) -> None:
         """Write the records, import them, start the replicas."""
@@ -219,6 +227,7 @@ class Run:
             database = folder / "tickets.sqlite"
             target = ["--db", str(database)]
             store_args = ["--db", str(database)]
+        self.writer_args = target[:2]
         imported = time.monotonic()
         self._import(records, target)
         records.unlink()
@@ -265,6 +274,7 @@ class Run:
         *,
         fault: Callable[[Phase], Coroutine[Any, Any, None]] | None = None,
         keep: bool = True,
+        check: Callable[[str, list[Client], float, int], PhaseResult] = check_phase,
     ) -> None:
         """Run one phase, check it, and keep its result."""
         _say(f"{name}: {count} clients for {seconds:.0f} s")
@@ -273,7 +283,7 @@ class Run:
         anyio.run(phase.drive, fault)
         self.supervisor.check()
         after = self._usage()
-        result = check_phase(name, phase.clients, phase.elapsed, self.options.tickets_per_tenant)
+        result = check(name, phase.clients, phase.elapsed, self.options.tickets_per_tenant)
         result.usage = Usage(*(round(b - a, 2) for a, b in zip(before, after, strict=True)))
         result.fault = phase.figures
         if self.cluster is not None and self.cluster.pid is not None:

@@ -574,7 +574,9 @@ def test_the_default_run_fits_in_ten_minutes() -> None:
         (1, 8, 32, 64),
         "postgres",
     )
-    assert run.default_budget(options) + supervise.HARD_GRACE_SECONDS <= 600
+    # The run stops itself within ten minutes (the churn phase included); the watchdog's
+    # HARD_GRACE_SECONDS beyond it are for a cleanup that hangs.
+    assert run.default_budget(options) <= 600
     longer = run._parser().parse_args(["--soak-seconds", "600", "--clients", "4,8"])
     assert longer.clients == (4, 8)
     assert run.default_budget(longer) == run.default_budget(options) + 480 - 2 * (20 + 10)
