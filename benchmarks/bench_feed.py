@@ -57,6 +57,7 @@ WINDOW_SECONDS = 3.0
 PROBES = 50
 # A probe not seen by then counts as this long (the feed outran the writer): the run stays bounded.
 PROBE_GIVE_UP_SECONDS = 10.0
+VISIBILITY_SECONDS = 45.0  # and no probe starts after this long
 PROBE_TENANT = f"t{TENANTS - 1:03d}"  # the background feed never touches it
 REPLACE_TENANT = "t500"
 TARGETS = {"sqlite": 20_000, "postgres": 10_000}  # changes per second
@@ -258,7 +259,10 @@ def _visibility(kind: str, store: TicketStore, feeder: Feeder, versions: Version
     context = {"tenant": PROBE_TENANT, "can_read_tickets": True}
     feeder.on.set()
     waits = []
+    ends = time.perf_counter() + VISIBILITY_SECONDS
     for probe in range(PROBES):
+        if time.perf_counter() > ends:
+            break  # the feed outran the writer: what was measured so far is the figure
         ticket_id = f"TKT-{rng.randrange(PER_TENANT):03d}"
         title = f"probe {probe}"
         version = versions.take()
@@ -285,7 +289,7 @@ def _visibility(kind: str, store: TicketStore, feeder: Feeder, versions: Version
     met = "met" if p99 <= VISIBLE_TARGET_MS else "NOT met"
     _row(
         kind,
-        f"commit-to-visible, default batching, {PROBES} probes in a {FEED_RATE:,}/s feed",
+        f"commit-to-visible, default batching, {len(waits)} probes in a {FEED_RATE:,}/s feed",
         f"p50 {waits[len(waits) // 2] * 1000:.0f} ms, p99 {p99:.0f} ms, "
         f"max {waits[-1] * 1000:.0f} ms",
         f"target p99 <= {VISIBLE_TARGET_MS:.0f} ms: {met}",
