@@ -202,6 +202,8 @@ def problems(phases: Sequence[PhaseResult], leftovers: Sequence[int]) -> list[st
             found.append(f"{phase.name}: unexpected errors {unexpected}")
         if phase.fault.get("replicas_alive_after") is False:
             found.append(f"{phase.name}: a replica died that was not killed")
+        if phase.fault.get("feed_as_expected") is False:
+            found.append(f"{phase.name}: the feed's apply did not end as expected")
     if leftovers:
         found.append(f"processes left behind: {list(leftovers)}")
     return found

@@ -29,6 +29,8 @@ import anyio
 import anyio.to_thread
 
 from load import bad_day, bad_day_report
+from load.churn import CHURN_CLIENTS, CHURN_SECONDS, ChurnFeed
+from load.churn import check_phase as check_churn_phase
 from load.client import Client, run_client
 from load.cluster import Cluster
 from load.records import TENANTS, TICKETS_PER_TENANT, tenant_name, write_records_file
@@ -120,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def default_budget(options: argparse.Namespace) -> float:
     """Return the whole run's time budget: setup, every phase, and the checks after each."""
     phases = [WARMUP_SECONDS, FAULT_PHASE_SECONDS, FAULT_PHASE_SECONDS, options.soak_seconds]
+    phases.append(CHURN_SECONDS)
     phases += [options.phase_seconds] * len(options.clients)
     total = SETUP_ALLOWANCE_SECONDS + sum(phases) + CHECK_ALLOWANCE_SECONDS * len(phases)
     return float(total + (bad_day.BUDGET_SECONDS if options.store == "postgres" else 0))
@@ -184,6 +187,8 @@ class Run:
         self.issuer = Issuer()
         self.cluster: Cluster | None = None
         self.replicas: list[Replica] = []
+        self.writer_args: list[str] = []
+        """The store option `ticket-tools apply` writes through (as the owner)."""
 
     def all(self) -> None:
         """Set up, then run every phase in order."""
@@ -197,7 +202,10 @@ class Run:
         if self.cluster is not None:
             self.phase("db-restart", FAULT_CLIENTS, FAULT_PHASE_SECONDS, fault=self.restart_db)
         self.phase("soak", SOAK_CLIENTS, self.options.soak_seconds, fault=self.soak_figures)
-        if self.cluster is not None:
+        # After the others: it changes the store (load/churn.py), which they check as imported.
+        churn = ChurnFeed(self.writer_args, self.options.tickets_per_tenant, str(self.options.seed))
+        self.phase("churn", CHURN_CLIENTS, CHURN_SECONDS, fault=churn, check=check_churn_phase)
+        if self.cluster is not None:  # on a database of its own, one replica at a time
             self.bad_day(self.cluster)
 
     def setup(self) -> None:
@@ -227,6 +235,7 @@ class Run:
             database = folder / "tickets.sqlite"
             target = ["--db", str(database)]
             store_args = ["--db", str(database)]
+        self.writer_args = target[:2]
         imported = time.monotonic()
         self._import(records, target)
         records.unlink()
@@ -281,6 +290,7 @@ class Run:
         *,
         fault: Callable[[Phase], Coroutine[Any, Any, None]] | None = None,
         keep: bool = True,
+        check: Callable[[str, list[Client], float, int], PhaseResult] = check_phase,
     ) -> None:
         """Run one phase, check it, and keep its result."""
         _say(f"{name}: {count} clients for {seconds:.0f} s")
@@ -289,7 +299,7 @@ class Run:
         anyio.run(phase.drive, fault)
         self.supervisor.check()
         after = self._usage()
-        result = check_phase(name, phase.clients, phase.elapsed, self.options.tickets_per_tenant)
+        result = check(name, phase.clients, phase.elapsed, self.options.tickets_per_tenant)
         result.usage = Usage(*(round(b - a, 2) for a, b in zip(before, after, strict=True)))
         result.fault = phase.figures
         if self.cluster is not None and self.cluster.pid is not None:

@@ -589,7 +589,9 @@ def test_the_default_run_fits_in_ten_minutes_and_the_bad_day() -> None:
         "postgres",
     )
     budget = run.default_budget(options)
-    assert budget - bad_day.BUDGET_SECONDS + supervise.HARD_GRACE_SECONDS <= 600
+    # The run stops itself within ten minutes (the churn phase included), then the bad day's
+    # own budget; the watchdog's HARD_GRACE_SECONDS beyond it are for a cleanup that hangs.
+    assert budget - bad_day.BUDGET_SECONDS <= 600
     sqlite = run._parser().parse_args(["--store", "sqlite"])  # no bad day without PostgreSQL
     assert run.default_budget(sqlite) == budget - bad_day.BUDGET_SECONDS
     longer = run._parser().parse_args(["--soak-seconds", "600", "--clients", "4,8"])

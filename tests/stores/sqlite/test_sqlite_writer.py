@@ -13,7 +13,7 @@ from ticket_tools.store import StoreError
 from ticket_tools.stores.feed import Change, Counts
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
-from ticket_tools.stores.sqlite.writer import SQLiteWriter
+from ticket_tools.stores.sqlite.writer import VERSION_KEYS, SQLiteWriter
 
 Dump = tuple[list[tuple[object, ...]], list[tuple[object, ...]]]
 
@@ -102,6 +102,23 @@ def test_replaying_a_batch_changes_nothing(database: Path) -> None:
         after = dump(database)
         assert writer.apply(batch) == Counts(0, 0, 4)
     assert dump(database) == after
+
+
+def test_a_batch_wider_than_one_version_lookup_sees_every_stored_version(database: Path) -> None:
+    # Stored versions are read VERSION_KEYS keys a statement: a batch of 2.5 times that
+    # many keys, tickets and tombstones at every position, needs three statements.
+    count = VERSION_KEYS * 5 // 2
+    keys = [(f"w{n % 3}", f"TKT-{n // 3:03d}") for n in range(count)]
+    assert len(set(keys)) == count
+    with SQLiteWriter.open(database) as writer:
+        first = [up(t, 2, tenant=w) if n % 2 else delete(t, 2, w) for n, (w, t) in enumerate(keys)]
+        assert writer.apply(first) == Counts(count // 2, count - count // 2, 0)
+        # Every key is stored at 2 (a ticket or a tombstone): all of 1 is stale, all of 3 wins.
+        assert writer.apply([up(t, 1, tenant=w) for w, t in keys]) == Counts(0, 0, count)
+        assert writer.apply([delete(t, 3, w) for w, t in reversed(keys)]) == Counts(0, count, 0)
+    tickets, tombstones = dump(database)
+    assert not [row for row in tickets if str(row[0]).startswith("w")]
+    assert tombstones == sorted((w, t, 3) for w, t in keys)
 
 
 def test_a_failing_batch_writes_nothing(database: Path) -> None:

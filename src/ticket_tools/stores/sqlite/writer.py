@@ -19,9 +19,13 @@ from ticket_tools.tickets import ID_FORMAT, IdFormat
 DEFAULT_BUSY_TIMEOUT = 5.0
 
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
-_VERSION_SQL = (
-    "SELECT version FROM tickets WHERE tenant = ? AND id = ? "
-    "UNION ALL SELECT version FROM tombstones WHERE tenant = ? AND id = ?"
+# The keys of a batch are looked up this many at a time, in one statement each (a
+# join along both primary keys): 2 variables a key, within SQLite's oldest limit of 999.
+VERSION_KEYS = 250
+_VERSIONS_SQL = (
+    "WITH keys(tenant, id) AS (VALUES {values}) "
+    "SELECT tenant, id, version FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version FROM keys JOIN tombstones USING (tenant, id)"
 )
 _UPSERT_SQL = (
     "INSERT INTO tickets (tenant, id, title, status, version) VALUES (?, ?, ?, ?, ?) "
@@ -155,13 +159,15 @@ class SQLiteWriter:
         return len(rows)
 
     def _stored_versions(self, keys: set[Key]) -> dict[Key, int]:
+        """Return the stored version of each of `keys` that is a ticket or a tombstone."""
+        ordered = sorted(keys)
         stored: dict[Key, int] = {}
-        for tenant, ticket_id in keys:
-            row = self._connection.execute(
-                _VERSION_SQL, (tenant, ticket_id, tenant, ticket_id)
-            ).fetchone()
-            if row is not None:
-                stored[(tenant, ticket_id)] = row[0]
+        for start in range(0, len(ordered), VERSION_KEYS):
+            chunk = ordered[start : start + VERSION_KEYS]
+            sql = _VERSIONS_SQL.format(values=", ".join(["(?, ?)"] * len(chunk)))
+            params = [part for key in chunk for part in key]
+            for tenant, ticket_id, version in self._connection.execute(sql, params):
+                stored[(tenant, ticket_id)] = version
         return stored
 
     def _write(self, winners: list[Change]) -> None:
