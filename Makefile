@@ -34,8 +34,10 @@ bench: $(VENV)/.dev
 	PYTHONPATH=. $(BIN)/python benchmarks/run.py
 
 # Replicas of `serve http --stateless` on one throwaway PostgreSQL, under load and faults:
-# 8/32/64 clients, a replica killed, the database restarted, a soak; every result checked.
-# Bounded and self-stopping (well under 10 minutes by default); report in build/load-report.json.
+# 8/32/64 clients, a replica killed, the database restarted, a soak, a change feed applied while
+# clients walk (churn), then one replica's bad day; every result checked. Bounded and
+# self-stopping (its budget is computed from the phases, docs/scale.md); report in
+# build/load-report.json.
 # Longer soak: make load LOAD_ARGS='--soak-seconds 600'.
 LOAD_ARGS ?=
 load: $(VENV)/.dev
