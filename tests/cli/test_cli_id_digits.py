@@ -141,6 +141,24 @@ def test_declarations_of_three_digits_are_the_golden_file(
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_acceptance_on_a_six_digit_store_says_its_calls_need_three(
+    kind: str, request: pytest.FixtureRequest, capsys: Captured
+) -> None:
+    # acceptance has no --id-digits: the brief's calls are TKT- and three digits.
+    option, value = _store(kind, request)
+    source = value if option == "--db" else describe(value)
+    capsys.readouterr()
+    assert (main(["acceptance", option, value]), capsys.readouterr()) == (
+        2,
+        (
+            "",
+            f"ticket-tools: {source} holds ticket IDs of 6 digits: "
+            "acceptance runs the brief's calls, whose IDs have 3\n",
+        ),
+    )
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_call_reads_six_digit_tickets(
     kind: str, request: pytest.FixtureRequest, capsys: Captured
 ) -> None:

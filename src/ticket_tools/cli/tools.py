@@ -8,7 +8,7 @@ import sys
 
 from ticket_tools.acceptance import run_acceptance
 from ticket_tools.catalog import REGISTRY, make_registry
-from ticket_tools.cli.command import Commands
+from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import parse_json, read_stdin
 from ticket_tools.cli.stores import (
     add_id_digits_option,
@@ -18,6 +18,7 @@ from ticket_tools.cli.stores import (
 )
 from ticket_tools.execute import run_tool
 from ticket_tools.exports import FORMATS, export_declarations
+from ticket_tools.stores.records import IdWidthError
 
 CALL_EPILOG = """exit status:
   0    the tool returned {"ok": true, ...}
@@ -67,7 +68,15 @@ def add_commands(commands: Commands) -> None:
 
 
 def _run_acceptance(options: argparse.Namespace) -> int:
-    failures = run_acceptance(open_store(options), sys.stdout)
+    try:
+        store = open_store(options)
+    except IdWidthError as error:
+        # The brief's 13 calls name TKT- and three digits; no --id-digits would make them fit.
+        raise CommandError(
+            f"{error.source} holds ticket IDs of {error.made_for} digits: "
+            "acceptance runs the brief's calls, whose IDs have 3"
+        ) from None
+    failures = run_acceptance(store, sys.stdout)
     return 1 if failures else 0
 
 

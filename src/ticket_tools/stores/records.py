@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple, TypeGuard
 
-from ticket_tools.store import tenant_of
+from ticket_tools.store import StoreError, tenant_of
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 _FIELDS_RULE = "id, title and status must be strings of valid Unicode"
@@ -99,6 +99,19 @@ def key_parts(key: object, *, id_format: IdFormat = ID_FORMAT) -> tuple[str, str
     if not tenant or ":" in tenant or not id_format.matches(key_id):
         raise RecordsError(_KEY_RULE)
     return tenant, key_id
+
+
+class IdWidthError(StoreError):
+    """A database opened for ticket IDs of another width than the one it holds.
+
+    A `StoreError("schema", ...)` whose message is `id_width_message`'s; `made_for` is
+    the width the database holds, for a command that cannot take `--id-digits`.
+    """
+
+    def __init__(self, source: str, made_for: int, id_format: IdFormat) -> None:
+        super().__init__("schema", id_width_message(source, made_for, id_format))
+        self.source = source
+        self.made_for = made_for
 
 
 def id_width_message(source: str, made_for: int, id_format: IdFormat) -> str:

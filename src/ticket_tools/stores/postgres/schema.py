@@ -12,7 +12,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ticket_tools.store import StoreError
-from ticket_tools.stores.records import id_width_message
+from ticket_tools.stores.records import IdWidthError
 from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 # 2: the id's CHECK holds the deployment's ID width (`--id-digits`), so PostgreSQL
@@ -245,7 +245,7 @@ def check_schema(
         return
     for digits in range(MIN_ID_DIGITS, MAX_ID_DIGITS + 1):
         if found == _expected(IdFormat(digits)):
-            raise StoreError("schema", id_width_message(source, digits, id_format))
+            raise IdWidthError(source, digits, id_format)
     tickets = found["tickets"]
     if tickets is not None and tickets[0] in _OLD_VERSIONS:
         version = _OLD_VERSIONS.index(tickets[0]) + 1

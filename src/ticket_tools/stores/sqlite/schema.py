@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from ticket_tools.store import StoreError
-from ticket_tools.stores.records import id_width_message
+from ticket_tools.stores.records import IdWidthError
 from ticket_tools.tickets import ID_FORMAT, ID_PREFIX, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 # Written into the file header so `open` can tell a ticket database of this schema
@@ -125,7 +125,7 @@ def check_schema(
     elif objects != _objects(id_format):
         made_for = _id_digits_of(objects)
         if made_for is not None:
-            raise StoreError("schema", id_width_message(source, made_for, id_format))
+            raise IdWidthError(source, made_for, id_format)
         problem = "its tables differ from the ones import creates"
     if problem is not None:
         raise StoreError(
