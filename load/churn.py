@@ -41,12 +41,10 @@ from typing import TYPE_CHECKING, Any, cast
 import anyio
 import anyio.to_thread
 
-from load.checker import Observation, Tally, Verdict, WalkCheck, check
+from load.checker import Observation, Verdict, WalkCheck, check
 from load.client import Client
 from load.records import tenant_name, tenant_records, ticket
-from load.report import PhaseResult
-from load.report import _Walks as Walks  # the report's own tally of walks
-from load.stats import Latency
+from load.report import CallJudge, PhaseResult, WalkJudge, tally_phase
 from load.workload import Call, Walk
 from ticket_tools import Context, Records
 from ticket_tools.filters import TicketFilter
@@ -254,37 +252,20 @@ def check_phase(
     name: str, clients: Sequence[Client], seconds: float, per_tenant: int
 ) -> PhaseResult:
     """Check the churn phase's calls and walks against the two states of each tenant."""
-    tally = Tally()
-    latencies: list[float] = []
-    walks = Walks()
-    for client in clients:
+
+    def judges(client: Client) -> tuple[CallJudge, WalkJudge]:
         context: Context = {"tenant": client.plan.tenant, "can_read_tickets": client.can_read}
         oracle = Oracle(
             context,
             tenant_records(client.tenant_index, per_tenant),
             after_records(client.tenant_index, per_tenant),
         )
-        for record in client.records:
-            tally.add(check_call(record.call, oracle, record.seen))
-            if record.seen.failure is None:
-                latencies.append(record.ended - record.started)
-        for walk in client.plan.walks:
-            if walk.refused or not (walk.pages or walk.done):
-                continue
-            walks.add(check_walk(walk, oracle))
-    return PhaseResult(
-        name=name,
-        clients=len(clients),
-        seconds=seconds,
-        calls=tally.calls,
-        calls_per_second=tally.calls / seconds if seconds > 0 else 0.0,
-        latency=Latency.of(latencies),
-        wrong=tally.wrong,
-        cross_tenant=tally.cross_tenant,
-        errors=dict(sorted(tally.errors.items())),
-        codes=dict(sorted(tally.codes.items())),
-        walks=walks.totals(),
-    )
+        return (
+            lambda call, seen: check_call(call, oracle, seen),
+            lambda walk: check_walk(walk, oracle),
+        )
+
+    return tally_phase(name, clients, seconds, judges)
 
 
 class ChurnFeed:

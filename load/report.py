@@ -12,7 +12,9 @@ from typing import Any
 from load.checker import (
     INTERNAL_ERROR,
     UNAVAILABLE,
+    Observation,
     Tally,
+    Verdict,
     WalkCheck,
     check,
     check_walk,
@@ -21,6 +23,7 @@ from load.checker import (
 from load.client import Client
 from load.records import tenant_records
 from load.stats import Latency
+from load.workload import Call, Walk
 
 
 @dataclass(frozen=True)
@@ -84,24 +87,48 @@ class PhaseResult:
         return self.calls / self.usage.replicas
 
 
+CallJudge = Callable[[Call, Observation], Verdict]
+"""Say whether one call's answer was right."""
+WalkJudge = Callable[[Walk], WalkCheck]
+"""Say whether one page walk skipped, repeated or went out of order."""
+
+
 def check_phase(
     name: str, clients: Sequence[Client], seconds: float, per_tenant: int
 ) -> PhaseResult:
-    """Check every call and walk of a phase's clients; return the counts and latencies."""
+    """Check every call and walk of a phase's clients against the records as imported."""
+
+    def judges(client: Client) -> tuple[CallJudge, WalkJudge]:
+        context = {"tenant": client.plan.tenant, "can_read_tickets": client.can_read}
+        records = tenant_records(client.tenant_index, per_tenant)
+        return (
+            lambda call, seen: check(call, context, records, seen),
+            lambda walk: check_walk(walk, oracle_walk(walk, context, records)),
+        )
+
+    return tally_phase(name, clients, seconds, judges)
+
+
+def tally_phase(
+    name: str,
+    clients: Sequence[Client],
+    seconds: float,
+    judges: Callable[[Client], tuple[CallJudge, WalkJudge]],
+) -> PhaseResult:
+    """Judge every call and walk of a phase's clients with each client's judges; count them."""
     tally = Tally()
     latencies: list[float] = []
     walks = _Walks()
     for client in clients:
-        context = {"tenant": client.plan.tenant, "can_read_tickets": client.can_read}
-        records = tenant_records(client.tenant_index, per_tenant)
+        judge_call, judge_walk = judges(client)
         for record in client.records:
-            tally.add(check(record.call, context, records, record.seen))
+            tally.add(judge_call(record.call, record.seen))
             if record.seen.failure is None:
                 latencies.append(record.ended - record.started)
         for walk in client.plan.walks:
             if walk.refused or not (walk.pages or walk.done):
                 continue
-            walks.add(check_walk(walk, oracle_walk(walk, context, records)))
+            walks.add(judge_walk(walk))
     return PhaseResult(
         name=name,
         clients=len(clients),
