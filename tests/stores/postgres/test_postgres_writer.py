@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
+from feed_changes import check_the_version_rule, delete, up
 from ticket_tools import TicketFilter, fixture_records
 from ticket_tools.store import StoreError
 from ticket_tools.stores.feed import Change, Counts, FeedError
@@ -18,14 +19,6 @@ from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
 
 Dump = tuple[list[tuple[object, ...]], list[tuple[object, ...]]]
-
-
-def up(ticket_id: str, version: int, title: str = "t", tenant: str = "alpha") -> Change:
-    return Change("upsert", tenant, ticket_id, version, title, "open")
-
-
-def delete(ticket_id: str, version: int, tenant: str = "alpha") -> Change:
-    return Change("delete", tenant, ticket_id, version)
 
 
 @pytest.fixture
@@ -63,20 +56,7 @@ def dump(dsn: str) -> Dump:
 
 
 def test_the_version_rule_on_postgres(writer: PostgresWriter, store: PostgresStore) -> None:
-    assert writer.apply([up("TKT-101", 0, "old")]) == Counts(0, 0, 1)
-    assert writer.apply([up("TKT-101", 5, "Login WORKS again")]) == Counts(1, 0, 0)
-    assert store.get("alpha", "TKT-101") == {
-        "id": "TKT-101",
-        "title": "Login WORKS again",
-        "status": "open",
-    }
-    assert writer.apply([up("TKT-101", 3, "older")]) == Counts(0, 0, 1)
-    assert writer.apply([delete("TKT-102", 8)]) == Counts(0, 1, 0)
-    assert store.get("alpha", "TKT-102") is None
-    assert writer.apply([up("TKT-102", 7), delete("TKT-102", 8)]) == Counts(0, 0, 2)
-    assert store.get("alpha", "TKT-102") is None
-    assert writer.apply([up("TKT-102", 9, "back")]) == Counts(1, 0, 0)
-    assert store.get("alpha", "TKT-102") == {"id": "TKT-102", "title": "back", "status": "open"}
+    check_the_version_rule(writer, store)
 
 
 def test_the_lowered_title_follows_every_title_change(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from feed_changes import check_the_version_rule, delete, up
 from ticket_tools import TicketFilter, fixture_records
 from ticket_tools.store import StoreError
 from ticket_tools.stores.feed import Change, Counts
@@ -36,14 +37,6 @@ def dump(path: Path) -> Dump:
     return tickets, tombstones
 
 
-def up(ticket_id: str, version: int, title: str = "t", tenant: str = "alpha") -> Change:
-    return Change("upsert", tenant, ticket_id, version, title, "open")
-
-
-def delete(ticket_id: str, version: int, tenant: str = "alpha") -> Change:
-    return Change("delete", tenant, ticket_id, version)
-
-
 def test_an_imported_database_is_in_wal_mode(database: Path) -> None:
     connection = sqlite3.connect(database)
     assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
@@ -52,22 +45,7 @@ def test_an_imported_database_is_in_wal_mode(database: Path) -> None:
 
 def test_the_version_rule_on_sqlite(database: Path) -> None:
     with SQLiteWriter.open(database) as writer, SQLiteStore.open(database) as store:
-        # Imported tickets are at version 0: an upsert at 0 is stale.
-        assert writer.apply([up("TKT-101", 0, "old")]) == Counts(0, 0, 1)
-        assert writer.apply([up("TKT-101", 5, "Login works again")]) == Counts(1, 0, 0)
-        assert store.get("alpha", "TKT-101") == {
-            "id": "TKT-101",
-            "title": "Login works again",
-            "status": "open",
-        }
-        assert writer.apply([up("TKT-101", 3, "older")]) == Counts(0, 0, 1)
-        assert writer.apply([delete("TKT-102", 8)]) == Counts(0, 1, 0)
-        assert store.get("alpha", "TKT-102") is None
-        # The tombstone's version holds: an older upsert does not bring it back.
-        assert writer.apply([up("TKT-102", 7), delete("TKT-102", 8)]) == Counts(0, 0, 2)
-        assert store.get("alpha", "TKT-102") is None
-        assert writer.apply([up("TKT-102", 9, "back")]) == Counts(1, 0, 0)
-        assert store.get("alpha", "TKT-102") == {"id": "TKT-102", "title": "back", "status": "open"}
+        check_the_version_rule(writer, store)
     tickets, tombstones = dump(database)
     assert tickets[:2] == [
         ("alpha", "TKT-101", "Login works again", "open", 5),
