@@ -122,7 +122,7 @@ def test_stdin_blank_lines_and_crlf(
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 MALFORMED = [
-    pytest.param("{not json", "the line is not UTF-8 JSON", id="not-json"),
+    pytest.param("{not json", "the line is not JSON", id="not-json"),
     pytest.param(
         json.dumps({"op": "insert", "key": "alpha:TKT-101", "version": 2}),
         'the op is not "upsert" or "delete"',
@@ -383,7 +383,7 @@ def test_a_malformed_line_in_a_long_feed_stops_the_reading_thread() -> None:
     before = threading.active_count()
     with pytest.raises(FeedLineError) as raised:
         apply_feed(io.BytesIO(b"".join(lines)), RecordingWriter())
-    assert (raised.value.number, raised.value.rule) == (2, "the line is not UTF-8 JSON")
+    assert (raised.value.number, raised.value.rule) == (2, "the line is not JSON")
     deadline = time.monotonic() + WAIT_SECONDS
     while threading.active_count() > before and time.monotonic() < deadline:
         time.sleep(0.05)

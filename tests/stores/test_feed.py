@@ -16,10 +16,12 @@ from ticket_tools.stores.feed import (
     parse_change,
     plan,
 )
+from ticket_tools.tickets import IdFormat
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 VERSION_RULE = "the version is not an integer from 0 to 2^63-1"
+WIDTH_RULE = "the id is not TKT- followed by exactly three digits"
 TICKET = {"id": "TKT-120", "title": "VPN drops hourly", "status": "open"}
 
 
@@ -56,10 +58,38 @@ def test_the_version_range_is_inclusive(version: int) -> None:
 @pytest.mark.parametrize(
     ("line", "rule"),
     [
-        pytest.param(b"{", "the line is not UTF-8 JSON", id="not-json"),
-        pytest.param(b"", "the line is not UTF-8 JSON", id="empty"),
-        pytest.param(b'{"op": "\xff"}', "the line is not UTF-8 JSON", id="not-utf8"),
-        pytest.param("[" * 100_000, "the line is not UTF-8 JSON", id="too-deep"),
+        pytest.param(b"{", "the line is not JSON", id="not-json"),
+        pytest.param(b"", "the line is not JSON", id="empty"),
+        pytest.param(b'{"op": "\xff"}', "the line is not UTF-8 text", id="not-utf8"),
+        pytest.param(_delete().encode("utf-16"), "the line is not UTF-8 text", id="utf-16-bom"),
+        # ASCII in UTF-16 without a BOM is UTF-8 holding NULs: not JSON text.
+        pytest.param(_delete().encode("utf-16-le"), "the line is not JSON", id="utf-16-le-ascii"),
+        pytest.param(
+            '{"op": "delete", "key": "caf\u00e9:TKT-102", "version": 8}'.encode("utf-16-le"),
+            "the line is not UTF-8 text",
+            id="utf-16-le",
+        ),
+        pytest.param(_delete().encode("utf-32"), "the line is not UTF-8 text", id="utf-32"),
+        pytest.param(_delete().encode("utf-8-sig"), "the line is not JSON", id="utf-8-bom"),
+        pytest.param("[" * 100_000, "the line nests arrays or objects too deeply", id="too-deep"),
+        pytest.param(
+            b'{"op": "delete", "key": "alpha:TKT-102", "version": ' + b"9" * 5_000 + b"}",
+            VERSION_RULE,
+            id="version-5000-digits",
+        ),
+        pytest.param(
+            _delete().replace('"version": 8', '"version": -' + "9" * 5_000),
+            VERSION_RULE,
+            id="version-5000-digits-negative",
+        ),
+        pytest.param(_delete(version=-(2**63)), VERSION_RULE, id="version-20-chars-in-reach"),
+        pytest.param(
+            _upsert(ticket={**TICKET, "internal_note": 1})
+            .replace('"internal_note": 1', '"internal_note": ' + "1" * 5_000)
+            .replace('"version": 7', '"version": ' + "1" * 21),
+            VERSION_RULE,
+            id="version-21-digits-and-a-long-internal-int",
+        ),
         pytest.param(b"x" * (MAX_LINE_BYTES + 1), "the line is longer than 1 MiB", id="too-long"),
         pytest.param("[]", "the line is not a JSON object", id="a-list"),
         pytest.param('"upsert"', "the line is not a JSON object", id="a-string"),
@@ -116,7 +146,14 @@ def test_the_version_range_is_inclusive(version: int) -> None:
         pytest.param(_delete(key="TKT-102"), KEY_RULE, id="delete-key-no-tenant"),
         pytest.param(_delete(key=":TKT-102"), KEY_RULE, id="delete-key-empty-tenant"),
         pytest.param(_delete(key="a:b:TKT-102"), KEY_RULE, id="delete-key-colon-in-tenant"),
-        pytest.param(_delete(key="alpha:TKT-1020"), KEY_RULE, id="delete-key-bad-id"),
+        pytest.param(_delete(key="alpha:TKT-1020"), WIDTH_RULE, id="delete-key-wide-id"),
+        pytest.param(_delete(key="alpha:TKT-10"), WIDTH_RULE, id="delete-key-narrow-id"),
+        pytest.param(_delete(key="alpha:TKT-"), KEY_RULE, id="delete-key-no-digits"),
+        pytest.param(_delete(key="alpha:TKT-10x"), KEY_RULE, id="delete-key-bad-id"),
+        pytest.param(_delete(key="alpha:TKT-١٠٢"), KEY_RULE, id="delete-key-arabic-digits"),
+        pytest.param(_delete(key=":TKT-1020"), KEY_RULE, id="delete-key-wide-no-tenant"),
+        pytest.param(_delete(key="a:b:TKT-1020"), KEY_RULE, id="delete-key-wide-colon-tenant"),
+        pytest.param(_delete(key="TKT-1020"), KEY_RULE, id="delete-key-wide-no-colon"),
         pytest.param(_upsert(key="alpha:TKT-121"), KEY_RULE, id="id-not-the-keys"),
         pytest.param(_upsert(key="beta:x:TKT-120"), KEY_RULE, id="upsert-key-colon-in-tenant"),
         pytest.param(_upsert(key=None), "the key is not a string of valid Unicode", id="key-null"),
@@ -208,3 +245,21 @@ def test_counts_add_and_read_as_a_summary() -> None:
 )
 def test_has_nul(change: Change, expected: bool) -> None:
     assert has_nul(change) is expected
+
+
+@pytest.mark.parametrize(
+    ("key", "rule"),
+    [
+        pytest.param(
+            "alpha:TKT-102", "the id is not TKT- followed by exactly six digits", id="three-in-six"
+        ),
+        pytest.param(":TKT-000102", KEY_RULE, id="no-tenant"),
+    ],
+)
+def test_a_delete_key_of_another_width_names_the_deployments_width(key: str, rule: str) -> None:
+    with pytest.raises(FeedError) as caught:
+        parse_change(_delete(key=key), id_format=IdFormat(6))
+    assert str(caught.value) == rule
+    assert parse_change(_delete(key="alpha:TKT-000102"), id_format=IdFormat(6)) == Change(
+        "delete", "alpha", "TKT-000102", 8
+    )

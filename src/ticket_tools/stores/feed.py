@@ -8,11 +8,12 @@ stored: the highest version, as in Elasticsearch's external versioning. See docs
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ticket_tools.stores.records import RecordsError, key_parts, record_row
+from ticket_tools.stores.records import RecordsError, is_text, key_parts, record_row
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 Op = Literal["upsert", "delete"]
@@ -20,6 +21,12 @@ OPS: tuple[Op, ...] = ("upsert", "delete")
 # The largest version: a signed 64-bit integer, what SQLite's INTEGER and PostgreSQL's
 # bigint hold. A microsecond timestamp fits until the year 294,247.
 MAX_VERSION = 2**63 - 1
+# Digits enough for any integer in range with its sign: a longer one is out of range
+# whatever its value, and is never converted (Python refuses past 4,300 digits).
+_MAX_INT_CHARS = len(str(-MAX_VERSION))
+# A key's id of TKT- and digits, of whatever width: a delete's key refused by the key
+# rule is then refused by the width rule instead, as an upsert's ticket id is.
+_ANY_WIDTH_ID = re.compile("TKT-[0-9]+")
 # A ticket is three short strings; a longer line is refused rather than buffered whole.
 MAX_LINE_BYTES = 1 << 20
 # The fields each op takes, exactly: a misspelt or extra field is refused, not ignored,
@@ -89,16 +96,24 @@ def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Chang
             -> Change("delete", "alpha", "TKT-102", 8)
         {"op": "delete", "key": "alpha:TKT-102", "version": true}
             -> FeedError("the version is not an integer from 0 to 2^63-1")
+        {"op": "delete", "key": "alpha:TKT-1020", "version": 8}
+            -> FeedError("the id is not TKT- followed by exactly three digits")
     """
     if len(line) > MAX_LINE_BYTES:
         raise FeedError("the line is longer than 1 MiB")
     try:
-        value = json.loads(line, object_pairs_hook=_unique_fields)
+        # Decoded here: json.loads would take UTF-16 and UTF-32 bytes, and a BOM, too.
+        text = line.decode("utf-8") if isinstance(line, bytes) else line
+    except UnicodeDecodeError:
+        raise FeedError("the line is not UTF-8 text") from None
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_fields, parse_int=_parse_int)
     except _DuplicateFieldError:
         raise FeedError("a field name appears twice in one object") from None
-    except (ValueError, RecursionError):
-        # UnicodeDecodeError is a ValueError: a line must be UTF-8 JSON.
-        raise FeedError("the line is not UTF-8 JSON") from None
+    except RecursionError:
+        raise FeedError("the line nests arrays or objects too deeply") from None
+    except ValueError:
+        raise FeedError("the line is not JSON") from None
     if type(value) is not dict:
         raise FeedError("the line is not a JSON object")
     op = value.get("op")
@@ -111,7 +126,7 @@ def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Chang
         raise FeedError("the version is not an integer from 0 to 2^63-1")
     try:
         if op == "delete":
-            tenant, ticket_id = key_parts(value["key"], id_format=id_format)
+            tenant, ticket_id = _delete_key(value["key"], id_format)
             return Change("delete", tenant, ticket_id, version)
         row = record_row(value["key"], value["ticket"], id_format=id_format)
     except RecordsError as error:
@@ -121,6 +136,27 @@ def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Chang
 
 class _DuplicateFieldError(Exception):
     pass
+
+
+class _OutOfRange:
+    """What an integer too long for any rule stands for: no rule accepts it."""
+
+
+_OUT_OF_RANGE = _OutOfRange()
+
+
+def _parse_int(digits: str) -> int | _OutOfRange:
+    return int(digits) if len(digits) <= _MAX_INT_CHARS else _OUT_OF_RANGE
+
+
+def _delete_key(key: object, id_format: IdFormat) -> tuple[str, str]:
+    try:
+        return key_parts(key, id_format=id_format)
+    except RecordsError:
+        tenant, colon, key_id = key.partition(":") if is_text(key) else ("", "", "")
+        if tenant and colon and _ANY_WIDTH_ID.fullmatch(key_id):
+            raise RecordsError(f"the id is not {id_format.shape}") from None
+        raise
 
 
 def _unique_fields(pairs: list[tuple[str, object]]) -> dict[str, object]:
