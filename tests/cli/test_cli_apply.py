@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import json
-import queue
+import os
 import random
 import signal
 import sqlite3
@@ -24,7 +24,6 @@ from ticket_tools import fixture_records
 from ticket_tools.cli import apply as apply_command
 from ticket_tools.cli import main
 from ticket_tools.cli.apply import (
-    READ_AHEAD_LINES,
     Applied,
     FeedLineError,
     FeedReadError,
@@ -109,11 +108,13 @@ def test_the_docs_example_then_its_replay(tmp_path: Path, database: Path, capsys
 
 
 def test_stdin_blank_lines_and_crlf(
-    database: Path, capsys: Captured, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database: Path, capsys: Captured, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     text = "\r\n".join([delete("beta:TKT-103", 1), "", "  ", delete("beta:TKT-104", 1)]) + "\r\n\n"
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
-    assert main(["apply", "-", "--db", str(database)]) == 0
+    (tmp_path / "stdin").write_bytes(text.encode())
+    with (tmp_path / "stdin").open(encoding="utf-8") as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert main(["apply", "-", "--db", str(database)]) == 0
     assert capsys.readouterr().out == (
         f"applied 2 changes from stdin to {database}: 0 upserted, 2 deleted, 0 stale\n"
     )
@@ -121,6 +122,7 @@ def test_stdin_blank_lines_and_crlf(
 
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
+WIDTH_RULE = "the id is not TKT- followed by exactly three digits"
 MALFORMED = [
     pytest.param("{not json", "the line is not JSON", id="not-json"),
     pytest.param(
@@ -128,7 +130,8 @@ MALFORMED = [
         'the op is not "upsert" or "delete"',
         id="unknown-op",
     ),
-    pytest.param(delete("alpha:TKT-1", 2), KEY_RULE, id="bad-key"),
+    pytest.param(delete("alpha:TKT-1", 2), WIDTH_RULE, id="key-of-another-width"),
+    pytest.param(delete("alpha:TKT-1x", 2), KEY_RULE, id="bad-key"),
     pytest.param(
         upsert("alpha:TKT-101", 2).replace('"id": "TKT-101"', '"id": "TKT-102"'),
         KEY_RULE,
@@ -281,10 +284,17 @@ class RecordingWriter:
         pass
 
 
-def test_batches_are_cut_by_count() -> None:
+def _file(tmp_path: Path, data: bytes) -> BinaryIO:
+    path = tmp_path / "feed.jsonl"
+    path.write_bytes(data)
+    return path.open("rb")
+
+
+def test_batches_are_cut_by_count(tmp_path: Path) -> None:
     writer = RecordingWriter()
-    stream = io.BytesIO("".join(delete(f"a:TKT-{n}", 1) + "\n" for n in range(100, 105)).encode())
-    applied = apply_feed(stream, writer, batch_changes=2)
+    lines = "".join(delete(f"a:TKT-{n}", 1) + "\n" for n in range(100, 105)).encode()
+    with _file(tmp_path, lines) as stream:
+        applied = apply_feed(stream, writer, batch_changes=2)
     assert applied == Applied(5, Counts(5, 0, 0))
     assert [[c.id for c in batch] for batch in writer.batches] == [
         ["TKT-100", "TKT-101"],
@@ -293,101 +303,53 @@ def test_batches_are_cut_by_count() -> None:
     ]
 
 
-class GeneratedFeed(io.RawIOBase):
-    """A feed of `count` lines made as they are read, counting how many were read."""
+class Unreadable:
+    """A stream whose descriptor is a folder's: reading it fails (EISDIR)."""
 
-    def __init__(self, count: int) -> None:
-        self.read_lines = 0
-        self.count = count
+    def __init__(self, folder: Path) -> None:
+        self.fd = os.open(folder, os.O_RDONLY)
 
-    def readable(self) -> bool:
-        return True
-
-    def readline(self, size: int | None = -1) -> bytes:
-        if self.read_lines == self.count:
-            return b""
-        self.read_lines += 1
-        return (
-            delete(f"t{self.read_lines % 997}:TKT-{self.read_lines % 1000:03}", 1) + "\n"
-        ).encode()
+    def fileno(self) -> int:
+        return self.fd
 
 
-def test_memory_is_bounded_however_long_the_feed() -> None:
-    # The reader is never more than the read-ahead queue (and the line in hand) ahead of
-    # the writer, so memory does not grow with the feed's length.
-    feed = GeneratedFeed(50_000)
-    ahead: list[int] = []
-    applied_lines = [0]
-
-    class Bounded(RecordingWriter):
-        def apply(self, changes: Sequence[Change]) -> Counts:
-            applied_lines[0] += len(changes)
-            ahead.append(feed.read_lines - applied_lines[0])
-            return Counts(deleted=len(changes))
-
-    applied = apply_feed(cast(BinaryIO, feed), Bounded())
-    assert applied == Applied(50_000, Counts(0, 50_000, 0))
-    assert len(ahead) == 50
-    assert max(ahead) <= READ_AHEAD_LINES + 1
-
-
-class FailingFeed(io.RawIOBase):
-    def __init__(self, lines: list[bytes], error: OSError) -> None:
-        self.lines = lines
-        self.error = error
-
-    def readable(self) -> bool:
-        return True
-
-    def readline(self, size: int | None = -1) -> bytes:
-        if self.lines:
-            return self.lines.pop(0)
-        raise self.error
-
-
-@pytest.mark.parametrize(
-    ("error", "reason"),
-    [
-        pytest.param(OSError(5, "Input/output error"), "Input/output error", id="strerror"),
-        pytest.param(TimeoutError(), "TimeoutError", id="class-name"),
-    ],
-)
-def test_a_read_error_stops_after_committing_what_came_before(error: OSError, reason: str) -> None:
-    writer = RecordingWriter()
-    feed = FailingFeed([(delete("a:TKT-100", 1) + "\n").encode()], error)
-    with pytest.raises(FeedReadError) as raised:
-        apply_feed(cast(BinaryIO, feed), writer)
-    assert (str(raised.value), len(writer.batches)) == (reason, 1)
+def test_a_read_error_is_feed_read_error(tmp_path: Path) -> None:
+    stream = Unreadable(tmp_path)
+    try:
+        with pytest.raises(FeedReadError) as raised:
+            apply_feed(cast(BinaryIO, stream), RecordingWriter())
+    finally:
+        os.close(stream.fd)
+    assert str(raised.value) == "Is a directory"
 
 
 def test_a_read_error_on_stdin_is_one_line(
-    database: Path, capsys: Captured, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, database: Path, capsys: Captured, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    feed = FailingFeed([(delete("alpha:TKT-101", 1) + "\n").encode()], OSError(5, "I/O error"))
+    stream = Unreadable(tmp_path)
 
     class Stdin:
-        buffer = feed
+        buffer = stream
 
     monkeypatch.setattr(sys, "stdin", Stdin())
-    assert main(["apply", "-", "--db", str(database)]) == 2
-    assert capsys.readouterr() == ("", "ticket-tools: cannot read stdin: I/O error\n")
-    assert dump(database)[1] == [("alpha", "TKT-101", 1)]
+    try:
+        assert main(["apply", "-", "--db", str(database)]) == 2
+    finally:
+        os.close(stream.fd)
+    assert capsys.readouterr() == ("", "ticket-tools: cannot read stdin: Is a directory\n")
 
 
-def test_a_malformed_line_in_a_long_feed_stops_the_reading_thread() -> None:
-    # The reader has filled the queue when the bad line is found; it must then end.
-    lines = [
-        (delete(f"a:TKT-{n % 1000:03}", 1) + "\n").encode() for n in range(5 * READ_AHEAD_LINES)
-    ]
+def test_a_malformed_line_in_a_long_feed_starts_no_thread(tmp_path: Path) -> None:
+    lines = [(delete(f"a:TKT-{n % 1000:03}", 1) + "\n").encode() for n in range(10_000)]
     lines[1] = b"not json\n"
     before = threading.active_count()
-    with pytest.raises(FeedLineError) as raised:
-        apply_feed(io.BytesIO(b"".join(lines)), RecordingWriter())
-    assert (raised.value.number, raised.value.rule) == (2, "the line is not JSON")
-    deadline = time.monotonic() + WAIT_SECONDS
-    while threading.active_count() > before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert threading.active_count() == before
+    with _file(tmp_path, b"".join(lines)) as stream, pytest.raises(FeedLineError) as raised:
+        apply_feed(stream, RecordingWriter())
+    assert (raised.value.number, raised.value.rule, threading.active_count()) == (
+        2,
+        "the line is not JSON",
+        before,
+    )
 
 
 # --- Real processes: a slow pipe, SIGINT, SIGKILL ---
@@ -654,19 +616,3 @@ def test_apply_with_id_digits_on_postgres(
     assert capsys.readouterr().out == (
         f"applied 1 changes from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
     )
-
-
-def test_a_full_read_ahead_queue_waits_until_the_run_ends() -> None:
-    # The reader outpacing the writer is a race in the end-to-end tests: here it is made.
-    lines: queue.Queue[object] = queue.Queue(maxsize=1)
-    lines.put("held")
-    stop = threading.Event()
-    timer = threading.Timer(0.3, stop.set)
-    timer.start()
-    try:
-        assert apply_command._put(lines, "next", stop) is False  # type: ignore[arg-type]
-    finally:
-        timer.cancel()
-    assert lines.get_nowait() == "held"
-    assert apply_command._put(lines, "next", threading.Event()) is True  # type: ignore[arg-type]
-    assert lines.get_nowait() == "next"

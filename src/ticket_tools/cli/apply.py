@@ -1,26 +1,32 @@
 """`ticket-tools apply FEED`: write a change feed into a store while it serves (docs/feed.md).
 
-The feed is read line by line on a thread of its own into a bounded queue, so memory
-stays flat however long the feed is, and a batch is committed when it is full or when
-its first change has waited BATCH_SECONDS, whichever comes first: a slow trickle from a
-pipe is applied within a second, a fast file in large batches.
+The feed is read line by line on the main thread from its file descriptor
+(`cli.lines`), so memory stays flat however long the feed is, and a batch is committed
+when it is full or when its first change has waited BATCH_SECONDS, whichever comes
+first: a slow trickle from a pipe is applied within a second, a fast file in large
+batches. No thread waits on the feed, so every exit (a bad line, a refused store,
+Ctrl-C, SIGTERM) is prompt whatever feeds it, a pipe or FIFO whose writer stays silent
+included.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import queue
+import os
+import signal
 import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import BinaryIO, Protocol, TextIO, cast
 
 from ticket_tools.cli.command import CommandError, Commands
+from ticket_tools.cli.dead_letters import DeadLetters
 from ticket_tools.cli.inputs import os_reason
+from ticket_tools.cli.lines import Event, LineReader
 from ticket_tools.cli.stores import (
     POSTGRES_ENV,
     add_id_digits_option,
@@ -37,10 +43,12 @@ BATCH_CHANGES = 1_000
 # ... or this long after its first change was read, so a change from a slow source is
 # visible to readers within a second (half of it waiting, the rest for the commit).
 BATCH_SECONDS = 0.5
-# Lines read ahead of the writer: what bounds the memory a long feed takes.
-READ_AHEAD_LINES = 2 * BATCH_CHANGES
 # On a terminal, progress is redrawn at most this often.
 PROGRESS_SECONDS = 1.0
+# Exit statuses of apply's own: some lines were set aside (--dead-letter), and SIGTERM
+# (128 + 15, what a shell reports for a process it ended).
+EXIT_SET_ASIDE = 3
+EXIT_TERMINATED = 143
 
 
 class FeedWriter(Protocol):
@@ -78,12 +86,14 @@ class Applied:
 
     changes: int
     counts: Counts
+    set_aside: int = 0
+    """Refused lines handed to `set_aside` instead of stopping the run."""
+    woken: bool = False
+    """Whether the run stopped at its wake-up (SIGTERM) before the feed's end."""
 
 
-# What the reading thread hands over: a line, the error that ended reading, or None at the end.
-_Item = bytes | OSError | None
-# How often a reading thread blocked on a full queue looks whether the run has ended.
-_PUT_SECONDS = 0.1
+SetAside = Callable[[int, str, bytes], None]
+"""Take a refused line aside: its number, the rule it broke, the line as read."""
 
 
 def apply_feed(
@@ -93,46 +103,34 @@ def apply_feed(
     on_commit: Callable[[Applied], None] | None = None,
     batch_changes: int | None = None,
     batch_seconds: float | None = None,
+    set_aside: SetAside | None = None,
+    wake_fd: int | None = None,
 ) -> Applied:
     """Read `stream` to its end, applying its changes in batches; return the totals.
 
-    Raises FeedLineError at the first malformed line, after committing every change
-    before it, and FeedReadError if reading fails, likewise. A KeyboardInterrupt loses
-    only the open batch (the writer rolls back a batch it was applying). A batch holds
-    `batch_changes` (default BATCH_CHANGES) changes at most, and is committed at most
-    `batch_seconds` (default BATCH_SECONDS) after its first change was read.
+    `stream` is read through its file descriptor, never its buffer. Raises
+    FeedLineError at the first malformed line, after committing every change before
+    it, unless `set_aside` takes it (then the run goes on), and FeedReadError if
+    reading fails, likewise. When `wake_fd` becomes readable, every whole line read
+    by then is applied and committed and the run returns with `woken`. A
+    KeyboardInterrupt loses only the open batch (the writer rolls back a batch it was
+    applying). A batch holds `batch_changes` (default BATCH_CHANGES) changes at most,
+    and is committed at most `batch_seconds` (default BATCH_SECONDS) after its first
+    change was read.
     """
-    lines: queue.Queue[_Item] = queue.Queue(maxsize=READ_AHEAD_LINES)
-    stop = threading.Event()
-    # A daemon: a thread blocked reading a pipe must not keep the process alive.
-    threading.Thread(target=_read_lines, args=(stream, lines, stop), daemon=True).start()
-    try:
-        return _apply_lines(
-            lines,
-            writer,
-            on_commit,
-            BATCH_CHANGES if batch_changes is None else batch_changes,
-            BATCH_SECONDS if batch_seconds is None else batch_seconds,
-        )
-    finally:
-        stop.set()
-
-
-def _apply_lines(
-    lines: queue.Queue[_Item],
-    writer: FeedWriter,
-    on_commit: Callable[[Applied], None] | None,
-    batch_changes: int,
-    batch_seconds: float,
-) -> Applied:
+    # Past the limit by a byte is enough for parse_change to know a line is too long.
+    reader = LineReader(stream.fileno(), limit=MAX_LINE_BYTES + 1, wake_fd=wake_fd)
     batch: list[Change] = []
     total = Applied(0, Counts())
     deadline = 0.0
+    most = BATCH_CHANGES if batch_changes is None else batch_changes
+    seconds = BATCH_SECONDS if batch_seconds is None else batch_seconds
 
     def commit() -> None:
         nonlocal total
         if batch:
-            total = Applied(total.changes + len(batch), total.counts + writer.apply(batch))
+            counts = total.counts + writer.apply(batch)
+            total = Applied(total.changes + len(batch), counts, total.set_aside)
             batch.clear()
             if on_commit is not None:
                 on_commit(total)
@@ -140,56 +138,34 @@ def _apply_lines(
     number = 0
     while True:
         try:
-            item = lines.get(timeout=max(0.0, deadline - time.monotonic()) if batch else None)
-        except queue.Empty:
+            item = reader.read_line(max(0.0, deadline - time.monotonic()) if batch else None)
+        except OSError as error:
+            commit()
+            raise FeedReadError(os_reason(error)) from None
+        if item is Event.WAITED:
             commit()
             continue
-        if item is None:
+        if isinstance(item, Event):
             commit()
-            return total
-        if isinstance(item, OSError):
-            commit()
-            raise FeedReadError(item.strerror or type(item).__name__)
+            return Applied(total.changes, total.counts, total.set_aside, item is Event.WOKEN)
         number += 1
-        line = item
-        if not line.strip():
+        if not item.strip():
             continue  # a blank line, such as one at the very end
         try:
-            change = parse_change(line.removesuffix(b"\n"), id_format=writer.id_format)
+            change = parse_change(item.removesuffix(b"\n"), id_format=writer.id_format)
             writer.check(change)
         except FeedError as error:
-            commit()
-            raise FeedLineError(number, str(error)) from None
+            if set_aside is None:
+                commit()
+                raise FeedLineError(number, str(error)) from None
+            set_aside(number, str(error), item)
+            total = Applied(total.changes, total.counts, total.set_aside + 1)
+            continue
         batch.append(change)
         if len(batch) == 1:
-            deadline = time.monotonic() + batch_seconds
-        if len(batch) >= batch_changes:
+            deadline = time.monotonic() + seconds
+        if len(batch) >= most:
             commit()
-
-
-def _read_lines(stream: BinaryIO, lines: queue.Queue[_Item], stop: threading.Event) -> None:
-    """Put each line of `stream` on `lines` (waiting while it is full), then None."""
-    item: _Item
-    try:
-        # Past the limit by a byte (and its newline) is enough to know a line is too long.
-        while item := stream.readline(MAX_LINE_BYTES + 2):
-            if not _put(lines, item, stop) or len(item) > MAX_LINE_BYTES + 1:
-                return  # the run has ended, or parse_change will refuse this line
-        item = None
-    except OSError as error:
-        item = error
-    _put(lines, item, stop)
-
-
-def _put(lines: queue.Queue[_Item], item: _Item, stop: threading.Event) -> bool:
-    """Put `item` on `lines` unless the run ends first; return whether it was put."""
-    while not stop.is_set():
-        try:
-            lines.put(item, timeout=_PUT_SECONDS)
-        except queue.Full:
-            continue
-        return True
-    return False
 
 
 class Progress:
@@ -239,6 +215,13 @@ def add_commands(commands: Commands) -> None:
         help="a PostgreSQL ticket database, connecting as the tables' owner or the writer "
         f"role (default: ${POSTGRES_ENV})",
     )
+    apply.add_argument(
+        "--dead-letter",
+        type=Path,
+        metavar="FILE",
+        help="set each refused line aside in FILE (appended, one JSON object a line: its "
+        "number, the rule it broke, the line) and go on; exit 3 if any were",
+    )
     add_id_digits_option(apply)
     apply.set_defaults(run=run_apply)
 
@@ -247,7 +230,11 @@ APPLY_EPILOG = """exit status:
   0    every line applied (or stale); the summary is on stdout
   2    a malformed line (stderr names its number and rule; the lines before it are
        applied, it and the lines after it are not), or an unusable database
-  130  interrupted (Ctrl-C): the open batch is rolled back, earlier batches stay"""
+  3    with --dead-letter: the feed was applied to its end, and some lines were set
+       aside in the dead-letter file (stderr says how many)
+  130  interrupted (Ctrl-C): the open batch is rolled back, earlier batches stay
+  143  terminated (SIGTERM): every whole line read by then is applied and committed,
+       the summary is on stdout"""
 
 
 def run_apply(options: argparse.Namespace) -> int:
@@ -258,23 +245,63 @@ def run_apply(options: argparse.Namespace) -> int:
     if dsn is not None:
         require_postgres()  # says how to install the extra if it is missing
     source = "stdin" if options.feed == "-" else options.feed
-    with _open_feed(options.feed) as stream:
+    with contextlib.ExitStack() as stack:
+        letters = None
+        if options.dead_letter is not None:
+            letters = stack.enter_context(DeadLetters.open(options.dead_letter, source))
+        stream = stack.enter_context(_open_feed(options.feed))
         writer, target = _open_writer(options.db, dsn, id_format_of(options))
+        stack.callback(writer.close)
+        wake_fd = stack.enter_context(_sigterm_wakes())
         progress = Progress(sys.stderr) if sys.stderr.isatty() else None
+        if progress is not None:
+            stack.callback(progress.finish)
         try:
             applied = apply_feed(
-                stream, writer, on_commit=None if progress is None else progress.update
+                stream,
+                writer,
+                on_commit=None if progress is None else progress.update,
+                set_aside=None if letters is None else letters.set_aside,
+                wake_fd=wake_fd,
             )
         except FeedLineError as error:
             raise CommandError(f"{source} {error}") from None
         except FeedReadError as error:
             raise CommandError(f"cannot read {source}: {error}") from None
-        finally:
-            if progress is not None:
-                progress.finish()
-            writer.close()
     print(f"applied {applied.changes} changes from {source} to {target}: {applied.counts}")
+    if applied.woken:
+        print("ticket-tools: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
+    if applied.set_aside:
+        print(
+            f"ticket-tools: {applied.set_aside} lines set aside in {options.dead_letter}",
+            file=sys.stderr,
+        )
+        return EXIT_SET_ASIDE
     return 0
+
+
+@contextlib.contextmanager
+def _sigterm_wakes() -> Iterator[int]:
+    """While in the block, SIGTERM makes the yielded descriptor readable (a self-pipe).
+
+    The loop sees it at its next wait, between lines, so SIGTERM never lands in the
+    middle of a batch. The previous handler is put back after.
+    """
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+
+    def wake(signum: int, frame: FrameType | None) -> None:
+        with contextlib.suppress(BlockingIOError):  # already readable: once is enough
+            os.write(write_fd, b"T")
+
+    previous = signal.signal(signal.SIGTERM, wake)
+    try:
+        yield read_fd
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 def _open_writer(db: Path | None, dsn: str | None, id_format: IdFormat) -> tuple[FeedWriter, str]:
