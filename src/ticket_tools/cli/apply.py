@@ -269,14 +269,16 @@ def run_apply(options: argparse.Namespace) -> int:
         except FeedReadError as error:
             raise CommandError(f"cannot read {source}: {error}") from None
     print(f"applied {applied.changes} changes from {source} to {target}: {applied.counts}")
+    aside = f"{applied.set_aside} lines set aside in {options.dead_letter}"
     if applied.woken:
-        print("ticket-tools: terminated (SIGTERM)", file=sys.stderr)
-        return EXIT_TERMINATED
-    if applied.set_aside:
+        terminated = "terminated (SIGTERM)"
         print(
-            f"ticket-tools: {applied.set_aside} lines set aside in {options.dead_letter}",
+            f"ticket-tools: {terminated}{'; ' + aside if applied.set_aside else ''}",
             file=sys.stderr,
         )
+        return EXIT_TERMINATED
+    if applied.set_aside:
+        print(f"ticket-tools: {aside}", file=sys.stderr)
         return EXIT_SET_ASIDE
     return 0
 
