@@ -616,3 +616,69 @@ def test_apply_with_id_digits_on_postgres(
     assert capsys.readouterr().out == (
         f"applied 1 changes from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
     )
+
+
+# --- SIGTERM's wake-up and --dead-letter, in process ---
+
+
+def test_a_wake_up_commits_every_line_read_then_stops() -> None:
+    # As SIGTERM arriving after the second line was read and checked, before the third.
+    feed_read, feed_write = os.pipe()
+    wake_read, wake_write = os.pipe()
+
+    class WokenAtTheSecond(RecordingWriter):
+        def check(self, change: Change) -> None:  # type: ignore[override]
+            if change.id == "TKT-101":
+                os.write(wake_write, b"T")
+
+    writer = WokenAtTheSecond()
+    os.write(feed_write, "".join(delete(f"a:TKT-{n}", 1) + "\n" for n in (100, 101)).encode())
+    try:
+        with os.fdopen(feed_read, "rb") as stream:
+            applied = apply_feed(stream, writer, batch_seconds=3600.0, wake_fd=wake_read)
+            os.write(feed_write, (delete("a:TKT-102", 1) + "\n").encode())
+    finally:
+        for fd in (feed_write, wake_read, wake_write):
+            os.close(fd)
+    assert (applied, [[c.id for c in batch] for batch in writer.batches]) == (
+        Applied(2, Counts(2, 0, 0), 0, woken=True),
+        [["TKT-100", "TKT-101"]],
+    )
+
+
+def test_dead_letters_apply_the_rest_and_exit_3(
+    tmp_path: Path, database: Path, capsys: Captured
+) -> None:
+    letters = tmp_path / "dead.jsonl"
+    lines = [delete("alpha:TKT-101", 1), "{not json", delete("alpha:TKT-102", 1), "[]"]
+    feed = write_feed(tmp_path / "feed.jsonl", lines)
+    argv = ["apply", str(feed), "--db", str(database), "--dead-letter", str(letters)]
+    assert main(argv) == 3
+    assert capsys.readouterr() == (
+        f"applied 2 changes from {feed} to {database}: 0 upserted, 2 deleted, 0 stale\n",
+        f"ticket-tools: 2 lines set aside in {letters}\n",
+    )
+    assert dump(database)[1] == [("alpha", "TKT-101", 1), ("alpha", "TKT-102", 1)]
+    assert [json.loads(line) for line in letters.read_text().splitlines()] == [
+        {"feed": str(feed), "line": 2, "rule": "the line is not JSON", "text": "{not json"},
+        {"feed": str(feed), "line": 4, "rule": "the line is not a JSON object", "text": "[]"},
+    ]
+    # The refused lines fixed and fed again: exit 0, and the file is left as it was.
+    before = letters.read_bytes()
+    fixed = write_feed(tmp_path / "fixed.jsonl", [delete("alpha:TKT-103", 1)])
+    assert main(["apply", str(fixed), "--db", str(database), "--dead-letter", str(letters)]) == 0
+    assert capsys.readouterr() == (
+        f"applied 1 changes from {fixed} to {database}: 0 upserted, 1 deleted, 0 stale\n",
+        "",
+    )
+    assert letters.read_bytes() == before
+
+
+def test_a_dead_letter_file_that_cannot_be_opened_stops_before_reading(
+    tmp_path: Path, database: Path, capsys: Captured
+) -> None:
+    feed = write_feed(tmp_path / "feed.jsonl", [delete("alpha:TKT-101", 1)])
+    argv = ["apply", str(feed), "--db", str(database), "--dead-letter", str(tmp_path)]
+    assert main(argv) == 2
+    assert capsys.readouterr() == ("", f"ticket-tools: cannot write {tmp_path}: Is a directory\n")
+    assert dump(database)[1] == []

@@ -80,7 +80,8 @@ class LineReader:
             self._start = end + 1
             end = self._buffer.find(b"\n", self._start)
         if end >= 0:
-            line = self._buffer[self._start : end + 1]
+            # Cut at the limit, as a line read in several chunks would be.
+            line = self._buffer[self._start : min(end + 1, self._start + self._limit + 1)]
             self._start = end + 1
             return line
         if len(self._buffer) - self._start > self._limit:
