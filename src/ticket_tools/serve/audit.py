@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import threading
 from datetime import UTC, datetime
-from typing import Any, TextIO
+from typing import TextIO
 
-from mcp.server import ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.outcome import Outcome
+from ticket_tools.serve.server import RequestRef
 from ticket_tools.serve.tokens import TokenRules
 
 MAX_REQUEST_ID_CHARS = 64  # a JSON-RPC id is the client's choice: keep a line short
@@ -32,9 +32,7 @@ class AuditLog:
         self._rules = rules
         self._lock = threading.Lock()
 
-    def observe(
-        self, ctx: ServerRequestContext[Any], name: str, outcome: Outcome | None, seconds: float
-    ) -> None:
+    def observe(self, ctx: RequestRef, name: str, outcome: Outcome | None, seconds: float) -> None:
         """Record one call: its outcome, or None when the call failed inside the server."""
         token = get_access_token()
         claims = {} if token is None else token.claims or {}
