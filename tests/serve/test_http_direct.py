@@ -229,6 +229,7 @@ async def _drive(
     method: str = "POST",
     version: bytes = MODERN.encode(),
     kind: str = "http",
+    extra: tuple[tuple[bytes, bytes], ...] = (),
 ) -> tuple[int, bytes]:
     headers = [
         (b"host", b"h:1"),
@@ -237,6 +238,7 @@ async def _drive(
         (b"mcp-protocol-version", version),
         (b"mcp-method", b"tools/call"),
         (b"mcp-name", b"get_ticket"),
+        *extra,
     ]
     scope = {"type": kind, "path": path, "method": method, "headers": headers}
     pending = list(chunks)
@@ -327,3 +329,43 @@ async def test_what_the_direct_path_answers(
     else:
         sent = b"".join(m.get("body", b"") for m in chunks)
         assert (status, body, inner.bodies) == (299, b"sdk", [sent])
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        pytest.param(((b"mcp-method", b"tools/call"),), id="duplicated-routing-header"),
+        pytest.param(((b"mcp-param-ticket", b"TKT-105"),), id="param-header-mismatch"),
+    ],
+)
+async def test_a_header_the_ladder_refuses_goes_to_the_sdk(
+    extra: tuple[tuple[bytes, bytes], ...],
+) -> None:
+    inner = _Inner()
+    app = _direct(inner)
+    # A tool that declares a routing header: none of ours does yet.
+    annotated = {"type": "string", "x-mcp-header": "Ticket"}
+    app._schemas["get_ticket"] = {"type": "object", "properties": {"ticket_id": annotated}}
+    chunks: list[Message] = [{"type": "http.request", "body": GET_104}]
+    status, body = await _drive(app, chunks, extra=extra)
+    assert (status, body, inner.bodies) == (299, b"sdk", [GET_104])
+
+
+async def test_the_sdk_reads_on_after_the_replayed_body() -> None:
+    inner = _Inner()
+    app = _direct(inner)
+    body = json.dumps(_call("get_ticket", [])).encode()
+    chunks: list[Message] = [
+        {"type": "http.request", "body": body, "more_body": False},
+    ]
+    status, _ = await _drive(app, chunks)
+
+    async def reader(scope: Scope, receive: Receive, send: Send) -> None:
+        first, after = await receive(), await receive()
+        inner.bodies.append(first["body"] + after["type"].encode())
+        await send({"type": "http.response.start", "status": 298, "headers": []})
+        await send({"type": "http.response.body", "body": b""})
+
+    app.app = reader
+    status, _ = await _drive(app, [{"type": "http.request", "body": body}])
+    assert (status, inner.bodies) == (298, [body, body + b"http.disconnect"])
