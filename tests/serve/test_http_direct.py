@@ -33,6 +33,8 @@ META = {
     "io.modelcontextprotocol/clientInfo": {"name": "compare", "version": "1"},
 }
 UNLIMITED = ("--tenant-rate", "0", "--subject-rate", "0")
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
 
 
 def _rpc(method: str, params: object, request_id: object = 1) -> dict[str, object]:
@@ -93,6 +95,25 @@ CASES = [
     pytest.param(_call("search_tickets", {}), {"Accept": "text/plain"}, id="call-not-acceptable"),
     pytest.param(_call("search_tickets", {}), {"Host": "evil.example"}, id="call-bad-host"),
     pytest.param({**_call("search_tickets", {}), "jsonrpc": "1.0"}, None, id="call-wrong-jsonrpc"),
+    pytest.param(
+        _rpc("tools/call", {"_meta": {**META, "traceparent": TRACEPARENT}, "name": "get_ticket"}),
+        None,
+        id="call-traceparent-in-meta",
+    ),
+    pytest.param(
+        _call("search_tickets", {}, "trace-header"),
+        {"traceparent": TRACEPARENT},
+        id="call-traceparent-header",
+    ),
+    pytest.param(
+        _rpc(
+            "tools/call",
+            {"_meta": {**META, "traceparent": "00-zz"}, "name": "get_ticket"},
+            "bad-trace",
+        ),
+        None,
+        id="call-traceparent-malformed",
+    ),
     pytest.param(_rpc("ping", {"_meta": META}), None, id="ping"),
     pytest.param(_rpc("resources/list", {"_meta": META}), None, id="unknown-method"),
     pytest.param(
@@ -151,6 +172,10 @@ def test_both_paths_write_the_same_audit_lines(servers: dict[str, Any]) -> None:
         ]
     assert lines["direct"] == lines["sdk"]
     assert len(lines["direct"]) > 20  # the calls of test_both_paths_answer_the_same
+    traces = {(line["request_id"], line["trace_id"]) for line in lines["direct"]}
+    assert {("trace-header", TRACE), ("bad-trace", None)} <= traces
+    in_meta = [line["trace_id"] for line in lines["direct"] if line["tool"] == "get_ticket"]
+    assert TRACE in in_meta
 
 
 def test_a_direct_answer_is_exact(servers: dict[str, Any]) -> None:

@@ -57,12 +57,14 @@ def direct_enabled() -> bool:
 
 
 class _Request:
-    """What an observer sees of a request answered here: its JSON-RPC id."""
+    """What an observer sees of a request answered here: as the SDK's context shows it."""
 
-    __slots__ = ("request_id",)
+    __slots__ = ("meta", "request", "request_id")
 
-    def __init__(self, request_id: types.RequestId) -> None:
+    def __init__(self, request_id: types.RequestId, meta: dict[str, Any], request: Request) -> None:
         self.request_id = request_id
+        self.meta = meta
+        self.request = request
 
 
 class DirectPath:
@@ -157,7 +159,9 @@ class DirectPath:
         ):
             return None
         try:
-            result = await self._tool_calls.call(_Request(request_id), name, arguments)
+            result = await self._tool_calls.call(
+                _Request(request_id, params["_meta"], request), name, arguments
+            )
         except MCPError as error:
             data = modern_error_data(error)
             status = ERROR_CODE_HTTP_STATUS.get(data.code, 200)
