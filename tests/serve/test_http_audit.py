@@ -38,6 +38,7 @@ def test_outside_a_verified_request_nobody_is_named_and_nothing_is_readable() ->
             "code": "ok",
             "latency_ms": 1.234,
             "request_id": "r" * MAX_REQUEST_ID_CHARS,
+            "trace_id": None,
         },
         {
             "tenant": None,
@@ -46,6 +47,7 @@ def test_outside_a_verified_request_nobody_is_named_and_nothing_is_readable() ->
             "code": "unknown_tool",
             "latency_ms": 500.0,
             "request_id": 3,
+            "trace_id": None,
         },
         {
             "tenant": None,
@@ -54,6 +56,7 @@ def test_outside_a_verified_request_nobody_is_named_and_nothing_is_readable() ->
             "code": "internal_error",
             "latency_ms": 0,
             "request_id": None,
+            "trace_id": None,
         },
     ]
     assert request_context(RULES) == {"tenant": None, "can_read_tickets": False}

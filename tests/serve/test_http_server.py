@@ -646,7 +646,9 @@ def test_tools_list_with_a_cursor_is_invalid_params(
     assert (status, names) == (200, ["get_ticket", "search_tickets"])
 
 
-AUDIT_FIELDS = ["time", "tenant", "subject", "tool", "code", "latency_ms", "request_id"]
+AUDIT_FIELDS = [
+    "time", "tenant", "subject", "tool", "code", "latency_ms", "request_id", "trace_id"
+]  # fmt: skip
 CANARY = "canary-query-5521"
 
 

@@ -20,13 +20,13 @@ import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
-from mcp.server import ServerRequestContext
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.settings import AuthSettings
 from pydantic import AnyHttpUrl, ValidationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.execute import Context
@@ -34,9 +34,10 @@ from ticket_tools.outcome import Outcome
 from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.audit import AuditLog
 from ticket_tools.serve.connections import ConnectionLimits, guarded_protocol
+from ticket_tools.serve.direct import DirectPath, direct_enabled
 from ticket_tools.serve.protocol import correct_protocol, transport_security
 from ticket_tools.serve.replica import Replica, ReplicaOptions
-from ticket_tools.serve.server import build_server
+from ticket_tools.serve.server import RequestRef, ToolCalls, server_for
 from ticket_tools.serve.sessions import SessionLimits, bound_sessions
 from ticket_tools.serve.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 from ticket_tools.store import Records, TicketStore
@@ -106,19 +107,18 @@ def build_app(
         raise ServeError("--issuer and --resource-url must be http(s) URLs") from None
     security = transport_security(options.host, netloc, options.allowed_hosts)
 
-    def observe(
-        ctx: ServerRequestContext[Any], name: str, outcome: Outcome | None, seconds: float
-    ) -> None:
+    def observe(ctx: RequestRef, name: str, outcome: Outcome | None, seconds: float) -> None:
         audit.observe(ctx, name, outcome, seconds)
         replica.metrics.observe(ctx, name, outcome, seconds)
 
-    server = build_server(
+    tool_calls = ToolCalls(
         lambda: request_context(rules),
         store,
         observe=observe,
         calls=replica.calls,
         registry=registry,
     )
+    server = server_for(tool_calls)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         # Tool calls answer at once and send no progress: a JSON body is enough.
@@ -137,6 +137,12 @@ def build_app(
     # The SDK's own count of open sessions (it has no public one).
     manager = server.session_manager
     replica.install(app, mcp_path=MCP_PATH, sessions=lambda: len(manager._server_instances))
+    if direct_enabled():
+        # Appended last: it answers after the token check, the gate and the rate limits.
+        direct = Middleware(
+            DirectPath, path=MCP_PATH, server=server, tool_calls=tool_calls, security=security
+        )
+        app.user_middleware.append(direct)
     return app
 
 

@@ -12,9 +12,8 @@ which names the tenant of every call (docs/http.md shows how).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Literal, get_args
+from typing import Literal, get_args
 
-from mcp.server import ServerRequestContext
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 from starlette.requests import Request
@@ -22,6 +21,7 @@ from starlette.responses import Response
 
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.outcome import Code, Outcome
+from ticket_tools.serve.server import RequestRef
 from ticket_tools.store import StoreFailure
 
 UNKNOWN_TOOL = "unknown"  # the one `tool` value that is not a registered name
@@ -100,9 +100,7 @@ class Metrics:
         for limit in get_args(Limit):
             self.refusals.labels(limit=limit)
 
-    def observe(
-        self, ctx: ServerRequestContext[Any], name: str, outcome: Outcome | None, seconds: float
-    ) -> None:
+    def observe(self, ctx: RequestRef, name: str, outcome: Outcome | None, seconds: float) -> None:
         """Count one tool call: its tool, its code, and how long it took."""
         tool = name if REGISTRY.get(name) is not None else UNKNOWN_TOOL
         if outcome is None:

@@ -42,7 +42,7 @@ import logging
 import time
 from collections.abc import Callable
 from importlib.metadata import version
-from typing import Any
+from typing import Protocol
 
 import anyio
 import mcp_types as types
@@ -70,7 +70,17 @@ logger = logging.getLogger(__name__)
 
 ContextSource = Callable[[], Context]
 """Return the trusted context of the call being served (over HTTP: from its verified token)."""
-CallObserver = Callable[[ServerRequestContext[Any], str, Outcome | None, float], None]
+
+
+class RequestRef(Protocol):
+    """The request a call answers: the SDK's request context, or the direct path's."""
+
+    @property
+    def request_id(self) -> types.RequestId | None:
+        """The JSON-RPC id of the request."""
+
+
+CallObserver = Callable[[RequestRef, str, Outcome | None, float], None]
 """Told of each call: its request, tool name, outcome (None: failed inside), seconds taken."""
 
 
@@ -107,6 +117,47 @@ def unavailable(error: StoreUnavailable) -> Outcome:
     return Outcome({"ok": False, "code": "unavailable"}, detail)
 
 
+class ToolCalls:
+    """Run one `tools/call` with the trusted context on the store; shared by every transport."""
+
+    def __init__(
+        self,
+        context: Context | ContextSource,
+        store: Records | TicketStore,
+        *,
+        observe: CallObserver | None = None,
+        registry: ToolRegistry = REGISTRY,
+        calls: StoreCalls | None = None,
+    ) -> None:
+        self._context_of = context if callable(context) else lambda: context
+        self._store = store
+        self._observe = observe
+        self.registry = registry
+        self._calls = calls if calls is not None else StoreCalls(WorkerLimits(timeout=None))
+
+    async def call(self, ctx: RequestRef, name: str, args: object) -> types.CallToolResult:
+        """Return the result of tool `name` on `args`; a protocol error raises `MCPError`."""
+        started = time.perf_counter()
+        outcome: Outcome | None = None
+        try:
+            checked = check_call(name, args, self._context_of(), registry=self.registry)
+            if isinstance(checked, Outcome):
+                outcome = checked
+            else:
+                store = self._store
+                outcome = await self._calls.run(checked.tenant, lambda: checked.run(store))
+        except StoreUnavailable as error:
+            outcome = unavailable(error)
+        except Exception:
+            # The SDK would put str(error) on the wire; only a fixed message goes there.
+            logger.exception("tool call failed inside the handler")
+            raise MCPError(code=types.INTERNAL_ERROR, message=INTERNAL_ERROR_MESSAGE) from None
+        finally:
+            if self._observe is not None:
+                self._observe(ctx, name, outcome, time.perf_counter() - started)
+        return call_result(outcome)
+
+
 def build_server(
     context: Context | ContextSource,
     store: Records | TicketStore,
@@ -121,9 +172,14 @@ def build_server(
     `registry` is the tools served (another ID width: `catalog.make_registry`); `calls`
     runs the store calls (default: worker threads without a deadline).
     """
-    context_of = context if callable(context) else lambda: context
-    store_calls = calls if calls is not None else StoreCalls(WorkerLimits(timeout=None))
-    tools = [types.Tool.model_validate(tool) for tool in export_declarations("mcp", registry)]
+    return server_for(ToolCalls(context, store, observe=observe, registry=registry, calls=calls))
+
+
+def server_for(tool_calls: ToolCalls) -> Server:
+    """Return an MCP server answering tools/list and tools/call through `tool_calls`."""
+    tools = [
+        types.Tool.model_validate(tool) for tool in export_declarations("mcp", tool_calls.registry)
+    ]
 
     async def list_tools(
         ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
@@ -139,24 +195,7 @@ def build_server(
         # MCP makes `arguments` optional: absent means no arguments. A value that
         # is present, null included, goes to the core's checks as sent.
         args = params.arguments if "arguments" in params.model_fields_set else {}
-        started = time.perf_counter()
-        outcome: Outcome | None = None
-        try:
-            checked = check_call(params.name, args, context_of(), registry=registry)
-            if isinstance(checked, Outcome):
-                outcome = checked
-            else:
-                outcome = await store_calls.run(checked.tenant, lambda: checked.run(store))
-        except StoreUnavailable as error:
-            outcome = unavailable(error)
-        except Exception:
-            # The SDK would put str(error) on the wire; only a fixed message goes there.
-            logger.exception("tool call failed inside the handler")
-            raise MCPError(code=types.INTERNAL_ERROR, message=INTERNAL_ERROR_MESSAGE) from None
-        finally:
-            if observe is not None:
-                observe(ctx, params.name, outcome, time.perf_counter() - started)
-        return call_result(outcome)
+        return await tool_calls.call(ctx, params.name, args)
 
     return Server(
         SERVER_NAME,
