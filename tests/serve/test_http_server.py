@@ -859,3 +859,19 @@ def test_a_2026_call_trims_header_values_and_ignores_extra_params(
     headers = {**MODERN_HEADERS, "Mcp-Name": name, "Mcp-Method": " tools/call "}
     status, _, got = post(stateless.url, body, token("alpha", "trim"), headers)
     assert (status, json.loads(got)) == (200, _ticket_101_answer("c-9"))
+
+
+@pytest.mark.parametrize("request_id", [pytest.param(5, id="int"), pytest.param("r-5", id="str")])
+def test_the_sdks_own_400_carries_the_request_id(
+    server: HttpServer, token: Callable[..., str], request_id: object
+) -> None:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}}
+    status, _, got = post(server.url, body, token("alpha", "no-session"))
+    assert (status, json.loads(got)) == (
+        400,
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": -32600, "message": "Bad Request: Missing session ID"},
+        },
+    )

@@ -11,9 +11,10 @@ is verified:
 - a body that is valid JSON but not a JSON-RPC message (`[]`, `{}`, no `method`, a wrong
   `jsonrpc`) gets JSON-RPC's `-32600 Invalid Request`, where the SDK answers `-32602` with
   pydantic's text, which quotes the input; a batch (a non-empty array) gets `-32600` saying
-  batches are not supported (see docs/http.md for why). The answer carries the body's id
-  when it is a string or an integer. A well-formed request's `-32602` (a 2026-07-28 call
-  without the `_meta` envelope) is the SDK's own and passes unchanged;
+  batches are not supported (see docs/http.md for why). The answer, and the SDK's other
+  400s (`Missing session ID`), carry the body's id when it is a string or an integer. A
+  well-formed request's `-32602` (a 2026-07-28 call without the `_meta` envelope) is the
+  SDK's own and passes unchanged;
 - a request whose id is neither a string nor an integer (`1.5`, `true`, `null`) gets
   `-32600`, where the SDK takes it for a notification and answers a silent `202`;
 - header values lose surrounding spaces and tabs (RFC 9110 §5.5: they are not part of the
@@ -99,8 +100,9 @@ class ProtocolGate:
 class _Corrector:
     """Pass a response through, rewriting the SDK's answers to bodies that are not requests.
 
-    A 400 `-32602` for a body that is not a well-formed request becomes `-32600`; a 202 for
-    a body with an id that is not a string or integer becomes a 400 `-32600`.
+    A 400 `-32602` for a body that is not a well-formed request becomes `-32600`; any other
+    400 JSON-RPC error with a null id gets the body's id when it is known; a 202 for a body
+    with an id that is not a string or integer becomes a 400 `-32600`.
     """
 
     def __init__(self, send: Send, chunks: list[bytes]) -> None:
@@ -146,11 +148,14 @@ class _Corrector:
                 return None  # a notification, or a response the SDK took
             return _invalid_request(None, BAD_ID)
         try:
-            code = json.loads(body)["error"]["code"]
+            answer = json.loads(body)
+            code = answer["error"]["code"]
         except (ValueError, TypeError, KeyError):
             return None  # a plain-text 400 (a bad header): not a JSON-RPC body
         if code != INVALID_PARAMS or _well_formed(envelope):
-            return None
+            if answer.get("id") is not None or request_id is None:
+                return None
+            return json.dumps({**answer, "id": request_id}).encode()  # the SDK's, with the id
         # The SDK parsed the body as JSON already (else -32700), so a non-empty array is one
         # that opens with "[" and does not close at once.
         batch = sent[:1] == b"[" and sent[1:].lstrip(b" \t\r\n")[:1] != b"]"
