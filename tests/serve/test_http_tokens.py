@@ -18,6 +18,7 @@ from testkit.tokens import AUDIENCE, ISSUER, READ, Issuer, claims
 from ticket_tools.serve.tokens import (
     LEEWAY_SECONDS,
     MAX_JWKS_BYTES,
+    MAX_TOKEN_CHARS,
     MIN_REFRESH_SECONDS,
     JwksError,
     JwtVerifier,
@@ -82,6 +83,39 @@ async def test_leeway_admits_small_clock_skew(idp: Issuer, jwks_file: Path) -> N
     access = await verifier.verify_token(idp.sign(skewed))
     assert access is not None
     assert access.subject == "u1"
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        pytest.param({"exp": time.time() + 600.5}, id="float-exp"),
+        pytest.param({"iat": time.time() - 1.25, "nbf": time.time() - 2.5}, id="float-iat-nbf"),
+    ],
+)
+async def test_fractional_numeric_dates_are_accepted(
+    idp: Issuer, jwks_file: Path, times: dict[str, float]
+) -> None:
+    verifier = JwtVerifier(KeySet(str(jwks_file)), RULES)
+    signed = claims("alpha", "u1", **times)
+    access = await verifier.verify_token(idp.sign(signed))
+    assert access is not None
+    assert (access.subject, access.claims) == ("u1", signed)
+
+
+def _padded_to(length: int, idp: Issuer) -> str:
+    """Return the longest valid token not over `length` characters (padding grows it 1-2 a time)."""
+    padding = length * 3 // 4 - 600  # base64 makes 4 characters of 3 bytes; the rest is < 800
+    while len(idp.sign(claims("alpha", "u1", padding="x" * (padding + 1)))) <= length:
+        padding += 1
+    return idp.sign(claims("alpha", "u1", padding="x" * padding))
+
+
+async def test_a_token_at_the_length_limit_is_accepted(idp: Issuer, jwks_file: Path) -> None:
+    token = _padded_to(MAX_TOKEN_CHARS, idp)
+    assert MAX_TOKEN_CHARS - 2 <= len(token) <= MAX_TOKEN_CHARS
+    access = await JwtVerifier(KeySet(str(jwks_file)), RULES).verify_token(token)
+    assert access is not None
+    assert access.token == token
 
 
 @pytest.mark.parametrize(

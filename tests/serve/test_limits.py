@@ -33,7 +33,7 @@ BURST = 12
 LIST = rpc("tools/list")
 REFUSED_BODY = {
     "jsonrpc": "2.0",
-    "id": None,
+    "id": 1,  # the refused request's
     "error": {
         "code": -32000,
         "message": "too many calls for this token subject; retry after the Retry-After seconds",
@@ -276,3 +276,43 @@ async def test_a_refusal_waits_and_a_request_sent_after_it_is_answered_first() -
         ("alice", 429),
     ]
     assert limits.REFUSAL_DELAY_SECONDS == 0.5
+
+
+def _chunks(*bodies: bytes) -> list[Message]:
+    last = len(bodies) - 1
+    return [
+        {"type": "http.request", "body": body, "more_body": n < last}
+        for n, body in enumerate(bodies)
+    ]
+
+
+PEEK = limits.ID_PEEK_BYTES
+
+
+@pytest.mark.parametrize(
+    ("messages", "request_id"),
+    [
+        pytest.param(_chunks(b'{"jsonrpc": "2.0", "id": 7}'), 7, id="int"),
+        pytest.param(_chunks(b'{"id": "c-1", "method": "x"}'), "c-1", id="string"),
+        pytest.param(_chunks(b'{"id": ', b'"split"}'), "split", id="two-chunks"),
+        pytest.param(_chunks(b'{"id": 1.5}'), None, id="float"),
+        pytest.param(_chunks(b'{"id": true}'), None, id="bool"),
+        pytest.param(_chunks(b'{"method": "notifications/x"}'), None, id="no-id"),
+        pytest.param(_chunks(b'[{"id": 1}]'), None, id="batch"),
+        pytest.param(_chunks(b"not json"), None, id="not-json"),
+        pytest.param(_chunks(b"[" * 100_000), None, id="deep"),
+        pytest.param(_chunks(b'{"id": 3, "pad": "' + b"x" * PEEK, b'"}'), None, id="over-peek"),
+        pytest.param(_chunks(b'{"id": 3, "pad": "' + b"x" * (PEEK - 20) + b'"}'), 3, id="at-peek"),
+        pytest.param([{"type": "http.disconnect"}], None, id="disconnect"),
+    ],
+)
+@pytest.mark.anyio
+async def test_a_429_carries_the_id_of_a_small_body(
+    messages: list[Message], request_id: object
+) -> None:
+    pending = iter(messages)
+
+    async def receive() -> Message:
+        return next(pending)
+
+    assert await limits._request_id(receive) == request_id

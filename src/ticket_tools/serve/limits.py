@@ -5,9 +5,11 @@ verified token (`scope["user"]`) and nothing the client merely claims. Each requ
 the MCP endpoint with a valid token takes one token from its tenant's bucket and one
 from its subject's; when either is empty the request is answered HTTP 429 with
 `Retry-After` (whole seconds), REFUSAL_DELAY_SECONDS after it came, and never reaches
-the MCP transport, so a refused call costs a token check and no session, parse or store
-work, and a client refused in a loop waits between its calls. While the server drains, every
-MCP request is answered 503 with `Retry-After` instead (another replica will serve it).
+the MCP transport, so a refused call costs a token check and a look at its id (the 429
+carries it, as the 2026-07-28 wire schema wants; from a body of at most ID_PEEK_BYTES, else
+null) and no session or store work, and a client refused in a loop waits between its calls.
+While the server drains, every MCP request is answered 503 with `Retry-After` instead
+(another replica will serve it).
 
 A request without a valid token passes through: the SDK answers it 401.
 """
@@ -44,6 +46,7 @@ tenant's p50 5x. Below the Retry-After of at least 1 s, so a client that obeys i
 nothing; the wait holds no worker and no store connection, only the open connection."""
 DRAIN_RETRY_SECONDS = 1  # Retry-After while draining: another replica answers at once
 RATE_LIMITED = -32000  # JSON-RPC's server-defined range: not a request error
+ID_PEEK_BYTES = 64 * 1024  # a tool call is a few hundred bytes; a larger body's 429 has id null
 
 
 @dataclass(frozen=True)
@@ -150,19 +153,39 @@ class FairShare:
                 self._refused(limit)
                 who = "tenant" if limit == "tenant_rate" else "token subject"
                 message = f"too many calls for this {who}; retry after the Retry-After seconds"
+                request_id = await _request_id(receive)
                 await anyio.sleep(REFUSAL_DELAY_SECONDS)
-                await _refuse(send, 429, math.ceil(wait), message)
+                await _refuse(send, 429, math.ceil(wait), message, request_id)
                 return
         self._tenants.take(tenant)
         self._subjects.take(subject)
         await self.app(scope, receive, send)
 
 
-async def _refuse(send: Send, status: int, retry_after: int, message: str) -> None:
+async def _request_id(receive: Receive) -> str | int | None:
+    """Return the id of the request body, if it is a string or an integer and the body small."""
+    body = b""
+    while len(body) <= ID_PEEK_BYTES:
+        message = await receive()
+        body += message.get("body", b"")  # http.disconnect has none
+        if not message.get("more_body", False):
+            break
+    else:
+        return None
+    try:
+        envelope = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    request_id = envelope.get("id") if isinstance(envelope, dict) else None
+    return request_id if type(request_id) in (str, int) else None
+
+
+async def _refuse(
+    send: Send, status: int, retry_after: int, message: str, request_id: str | int | None = None
+) -> None:
     """Answer with a JSON-RPC error body, as the SDK's own HTTP refusals are."""
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": None, "error": {"code": RATE_LIMITED, "message": message}}
-    ).encode()
+    error = {"code": RATE_LIMITED, "message": message}
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", str(len(body)).encode()),

@@ -11,7 +11,14 @@ is verified:
 - a body that is valid JSON but not a JSON-RPC message (`[]`, `{}`, no `method`, a wrong
   `jsonrpc`) gets JSON-RPC's `-32600 Invalid Request`, where the SDK answers `-32602` with
   pydantic's text, which quotes the input; a batch (a non-empty array) gets `-32600` saying
-  batches are not supported (see docs/http.md for why).
+  batches are not supported (see docs/http.md for why). The answer, and the SDK's other
+  400s (`Missing session ID`), carry the body's id when it is a string or an integer. A
+  well-formed request's `-32602` (a 2026-07-28 call without the `_meta` envelope) is the
+  SDK's own and passes unchanged;
+- a request whose id is neither a string nor an integer (`1.5`, `true`, `null`) gets
+  `-32600`, where the SDK takes it for a notification and answers a silent `202`;
+- header values lose surrounding spaces and tabs (RFC 9110 §5.5: they are not part of the
+  value), so `Mcp-Name:  get_ticket ` names `get_ticket`.
 
 `correct_protocol` installs the gate and names the read scope in the protected-resource
 metadata (`scopes_supported`); `transport_security` lets a server bound to loopback answer
@@ -38,6 +45,8 @@ INVALID_REQUEST = -32600
 INVALID_PARAMS = -32602  # what the SDK's transport answers for a body of the wrong shape
 NOT_A_REQUEST = "Invalid Request: the body is not a JSON-RPC request, notification or response"
 NO_BATCHES = "Invalid Request: JSON-RPC batches are not supported; send one message per POST"
+BAD_ID = "Invalid Request: the id must be a string or an integer"
+OWS = b" \t"  # RFC 9110 §5.6.3 optional whitespace
 NO_CREDENTIALS = "Authentication required: send an OAuth bearer token"
 REFUSED_TOKEN = "The access token is invalid, expired or not meant for this server"  # noqa: S105
 
@@ -57,6 +66,7 @@ class ProtocolGate:
         if not isinstance(scope.get("user"), AuthenticatedUser):
             await self._unauthorized(scope, send)
             return
+        scope = {**scope, "headers": [(k, v.strip(OWS)) for k, v in scope["headers"]]}
         if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
@@ -88,7 +98,12 @@ class ProtocolGate:
 
 
 class _Corrector:
-    """Pass a response through, rewriting a 400 `-32602` (the body's shape) to `-32600`."""
+    """Pass a response through, rewriting the SDK's answers to bodies that are not requests.
+
+    A 400 `-32602` for a body that is not a well-formed request becomes `-32600`; any other
+    400 JSON-RPC error with a null id gets the body's id when it is known; a 202 for a body
+    with an id that is not a string or integer becomes a 400 `-32600`.
+    """
 
     def __init__(self, send: Send, chunks: list[bytes]) -> None:
         self._send = send
@@ -96,37 +111,72 @@ class _Corrector:
         self._held: Message | None = None
 
     async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start" and message["status"] == 400:
-            self._held = message  # a 400 is one JSON body: hold the start until it is read
+        if message["type"] == "http.response.start" and message["status"] in (400, 202):
+            self._held = message  # one short body: hold the start until it is read
             return
         held, self._held = self._held, None
         if held is None:
             await self._send(message)
             return
         body = message.get("body", b"")
-        corrected = self._corrected(body)
+        corrected = self._corrected(held["status"], body)
         if corrected is not None:
             body = corrected
-            headers = [(k, v) for k, v in held.get("headers", []) if k != b"content-length"]
-            held = {**held, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
+            headers = [
+                (k, v)
+                for k, v in held.get("headers", [])
+                if k not in (b"content-length", b"content-type")
+            ]
+            length = str(len(body)).encode()
+            json_type = (b"content-type", b"application/json")
+            headers = [*headers, json_type, (b"content-length", length)]
+            held = {**held, "status": 400, "headers": headers}
         await self._send(held)
         await self._send({**message, "body": body})
 
-    def _corrected(self, body: bytes) -> bytes | None:
+    def _corrected(self, status: int, body: bytes) -> bytes | None:
+        sent = b"".join(self._chunks).strip(b" \t\r\n")
+        try:
+            envelope = json.loads(sent)
+        except (ValueError, RecursionError):
+            envelope = None  # the SDK answered -32700 already
+        request_id = envelope.get("id") if isinstance(envelope, dict) else None
+        if type(request_id) not in (str, int):
+            request_id = None
+        if status == 202:
+            if not isinstance(envelope, dict) or "id" not in envelope or request_id is not None:
+                return None  # a notification, or a response the SDK took
+            return _invalid_request(None, BAD_ID)
         try:
             answer = json.loads(body)
             code = answer["error"]["code"]
         except (ValueError, TypeError, KeyError):
             return None  # a plain-text 400 (a bad header): not a JSON-RPC body
-        if code != INVALID_PARAMS:
-            return None
+        if code != INVALID_PARAMS or _well_formed(envelope):
+            if answer.get("id") is not None or request_id is None:
+                return None
+            return json.dumps({**answer, "id": request_id}).encode()  # the SDK's, with the id
         # The SDK parsed the body as JSON already (else -32700), so a non-empty array is one
         # that opens with "[" and does not close at once.
-        sent = b"".join(self._chunks).strip(b" \t\r\n")
         batch = sent[:1] == b"[" and sent[1:].lstrip(b" \t\r\n")[:1] != b"]"
-        message = NO_BATCHES if batch else NOT_A_REQUEST
-        error = {"code": INVALID_REQUEST, "message": message}
-        return json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+        return _invalid_request(request_id, NO_BATCHES if batch else NOT_A_REQUEST)
+
+
+def _well_formed(envelope: object) -> bool:
+    """Say whether a decoded body is a JSON-RPC request: its -32602 is about its params."""
+    if not isinstance(envelope, dict):
+        return False
+    return (
+        envelope.get("jsonrpc") == "2.0"
+        and type(envelope.get("method")) is str
+        and type(envelope.get("id")) in (str, int)
+        and type(envelope.get("params", {})) is dict
+    )
+
+
+def _invalid_request(request_id: str | int | None, message: str) -> bytes:
+    error = {"code": INVALID_REQUEST, "message": message}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}).encode()
 
 
 def correct_protocol(app: Starlette, path: str, *, resource_url: str, rules: TokenRules) -> None:

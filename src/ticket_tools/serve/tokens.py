@@ -3,11 +3,13 @@
 Needs the `mcp` extra (PyJWT with `cryptography` comes with it). A token is accepted only
 if all of these hold; otherwise `verify_token` returns None and the SDK answers 401:
 
+- it is at most MAX_TOKEN_CHARS long (checked before anything else is read);
 - its header names an allowed asymmetric algorithm (RS256, ES256, EdDSA) and a `kid`
   found in the JWKS, and the key's own algorithm is that one (so `none`, HS256 with the
   public key as the secret, or an ES256 header on an RSA key are all refused);
 - the signature verifies; `iss` equals the issuer, `aud` holds the audience; `exp` is in
-  the future and `nbf` (if present) in the past, each within LEEWAY_SECONDS;
+  the future and `nbf` (if present) in the past, each within LEEWAY_SECONDS; `exp`, `nbf`
+  and `iat` are JSON numbers (RFC 7519 §2 NumericDate: PyJWT also takes "1767225600");
 - `sub` is a non-empty string (sessions are bound to it) and the tenant claim is a
   non-empty string.
 
@@ -42,6 +44,10 @@ MIN_REFRESH_SECONDS = 30.0
 JWKS_TIMEOUT_SECONDS = 10.0
 MAX_JWKS_BYTES = 1 << 20  # a real JWKS is a few KB; more is a misconfiguration
 REQUIRED_CLAIMS = ["exp", "iss", "aud", "sub"]
+TIME_CLAIMS = ("exp", "nbf", "iat")
+MAX_TOKEN_CHARS = 8192
+"""An IdP's access token is 1-4 KB (Entra ID caps its group claims so a token stays under
+nginx's 8 KiB header line); a longer one is refused unread, so a 1 MB one costs nothing."""
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +173,8 @@ class JwtVerifier:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """Return the token's access info if every check holds, else None."""
+        if len(token) > MAX_TOKEN_CHARS:
+            return None
         header = _unverified_header(token)
         if header is None:
             return None
@@ -198,6 +206,8 @@ class JwtVerifier:
         subject = claims["sub"]
         tenant = claims.get(rules.tenant_claim)
         if not _non_empty_str(subject) or not _non_empty_str(tenant):
+            return None
+        if not all(_numeric_date(claims.get(name, 0)) for name in TIME_CLAIMS):
             return None
         client_id = next(
             (claims[name] for name in ("client_id", "azp") if _non_empty_str(claims.get(name))),
@@ -258,3 +268,8 @@ def _scopes(claims: dict[str, Any]) -> list[str]:
 
 def _non_empty_str(value: object) -> bool:
     return type(value) is str and value != ""
+
+
+def _numeric_date(value: object) -> bool:
+    # PyJWT has compared int(value) already, so a float here is finite.
+    return type(value) in (int, float)
