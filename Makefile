@@ -19,10 +19,10 @@ test: $(VENV)/.dev
 	$(BIN)/python -m pytest load/tests testkit/tests
 
 # The brief's own suite (tests/brief) in an environment of its own holding only pytest and
-# the package (which has no dependencies). --confcutdir keeps pytest from loading
-# tests/conftest.py, which imports psycopg and hypothesis; no coverage plugin here.
+# the package (which has no dependencies); no coverage plugin here. tests/conftest.py is
+# loaded too: it imports psycopg and hypothesis only inside what needs them.
 test-brief: $(BRIEF_VENV)/.brief
-	$(BRIEF_BIN)/python -m pytest --confcutdir=tests/brief tests/brief
+	$(BRIEF_BIN)/python -m pytest tests/brief
 
 check: $(VENV)/.dev
 	$(BIN)/ruff check .
