@@ -133,7 +133,9 @@ PYTHONPATH=src/gone python x.py
         pytest.param("`docs/page.md` `docs/`", [], id="the-page-itself"),
     ],
 )
-def test_a_missing_path_is_reported(tmp_path: Path, page: str, missing: list[str]) -> None:
+def test_a_missing_path_is_reported(
+    tmp_path: Path, page: str, missing: list[tuple[str, str]]
+) -> None:
     for name in ("src/store.py", "tests/test_x.py", "README.md", "REVIEW.md"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("", encoding="utf-8")
