@@ -193,8 +193,8 @@ GUARDED = 'if __name__ == "__main__":\n    {}\n'
         ),
         pytest.param(
             "__main__",
-            GUARDED.format("from ticket_tools.serve import http"),
-            ["ticket_tools.serve", "ticket_tools.serve.http"],
+            GUARDED.format("import ticket_tools.serve"),
+            ["ticket_tools.serve"],
             id="another-layer-when-run",
         ),
         pytest.param(
