@@ -124,8 +124,13 @@ def test_the_readme_is_short_and_names_only_what_is_there(built: Path) -> None:
 
 
 def hand_in_env() -> dict[str, str]:
-    # Nothing from this repository's environment: no PYTHONPATH, no autoloaded plugin.
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+    # Nothing from this repository's environment: no PYTHONPATH, no autoloaded plugin, and
+    # no coverage (measuring the copy would report its files as the package's, uncovered).
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTHON", "COVERAGE", "COV_CORE"))
+    }
     env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return env
 
