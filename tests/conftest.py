@@ -1,39 +1,54 @@
-"""Shared fixtures: the stores every contract suite runs against, and hypothesis profiles."""
+"""Shared fixtures: the stores every contract suite runs against, and hypothesis profiles.
+
+pytest loads this file for tests/brief too, which runs where only pytest is installed
+(`make test-brief`): so psycopg and hypothesis are imported here only inside the hook and
+fixtures that need them, never at the top.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import psycopg
 import pytest
-from hypothesis import HealthCheck, Phase, settings
 
 from testkit.postgres import ThrowawayCluster, find_binaries
 from ticket_tools import Records, TicketStore
-from ticket_tools.stores.postgres.importer import import_records, postgres_rows
-from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.sqlite.store import SQLiteStore
 
-settings.register_profile("default", max_examples=200, deadline=None)
-# `make fuzz`: the deep run over many generated calls.
-settings.register_profile(
-    "deep",
-    max_examples=100_000,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-# `make mutate`: the default profile's examples, the same every run (so a score can be
-# reproduced), without shrinking: a mutant needs a failing example, not the smallest one.
-settings.register_profile(
-    "mutation",
-    parent=settings.get_profile("default"),
-    derandomize=True,
-    database=None,
-    phases=[Phase.explicit, Phase.generate],
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+if TYPE_CHECKING:
+    import psycopg
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register and load the hypothesis profiles, where hypothesis is installed."""
+    # Absent only in the brief's environment, whose suite has no property test; every other
+    # suite imports hypothesis itself, so a missing install still fails there.
+    if importlib.util.find_spec("hypothesis") is None:
+        return
+    from hypothesis import HealthCheck, Phase, settings  # noqa: PLC0415 - optional here
+
+    settings.register_profile("default", max_examples=200, deadline=None)
+    # `make fuzz`: the deep run over many generated calls.
+    settings.register_profile(
+        "deep",
+        max_examples=100_000,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    # `make mutate`: the default profile's examples, the same every run (so a score can be
+    # reproduced), without shrinking: a mutant needs a failing example, not the smallest one.
+    settings.register_profile(
+        "mutation",
+        parent=settings.get_profile("default"),
+        derandomize=True,
+        database=None,
+        phases=[Phase.explicit, Phase.generate],
+    )
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +118,10 @@ class PostgresDatabase:
 @pytest.fixture(scope="session")
 def postgres_database(postgres_cluster: ThrowawayCluster) -> PostgresDatabase:
     """Create the owner and reader roles and a tickets table (empty) as docs/postgres.md does."""
+    import psycopg  # noqa: PLC0415 - not in the brief's environment
+
+    from ticket_tools.stores.postgres.importer import import_records  # noqa: PLC0415
+
     superuser = postgres_cluster.dsn()
     with psycopg.connect(superuser, autocommit=True) as connection:
         connection.execute(f"CREATE ROLE {OWNER} LOGIN")
@@ -127,6 +146,14 @@ def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFacto
     records, which no contract test notices (each finishes with a store before making
     the next). Importing the same records again is skipped.
     """
+    import psycopg  # noqa: PLC0415 - not in the brief's environment
+
+    from ticket_tools.stores.postgres.importer import (  # noqa: PLC0415 - imports psycopg
+        import_records,
+        postgres_rows,
+    )
+    from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
+
     store = PostgresStore.open(postgres_database.reader)
     owner: list[psycopg.Connection] = []
     imported: list[object] = [None]
@@ -160,6 +187,8 @@ def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFacto
 @pytest.fixture
 def scratch(postgres_database: PostgresDatabase) -> Iterator[str]:
     """A new empty database owned by the owner role, dropped afterwards; yields its name."""
+    import psycopg  # noqa: PLC0415 - not in the brief's environment
+
     name = "scratch"
     with psycopg.connect(postgres_database.superuser, autocommit=True) as connection:
         connection.execute(f"CREATE DATABASE {name} OWNER {OWNER}")

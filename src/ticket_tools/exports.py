@@ -2,7 +2,7 @@
 
 Every format wraps the same `object_schema(tool.arguments)`; the only change a
 format makes to that schema is removing the keywords its API documents as
-rejected (the README's "Declarations for each model API" cites the sources).
+rejected (docs/declarations.md, "Sources read for these decisions", cites them).
 """
 
 from __future__ import annotations

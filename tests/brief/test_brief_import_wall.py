@@ -5,6 +5,8 @@ Run: in a fresh interpreter, `import ticket_tools`, every acceptance call throug
 optional layer (`ticket_tools.stores`, `.serve`, `.cli`), as `sys.modules` shows. Read:
 every module directly in `ticket_tools/` and `ticket_tools/tools/` imports (anywhere,
 inside functions too) only standard-library modules and modules of those two folders.
+One exception, and only it: `ticket_tools/__main__.py` (`python -m ticket_tools`) imports
+`ticket_tools.cli` under its `if __name__ == "__main__":`, so only when it runs.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import ticket_tools
 from brief_table import ACCEPTANCE
 from ticket_tools import tool_declarations
@@ -24,6 +28,11 @@ OPTIONAL_LAYERS = ("ticket_tools.stores", "ticket_tools.serve", "ticket_tools.cl
 PACKAGE_DIR = Path(ticket_tools.__file__).parent
 # The brief: the package's own top-level modules and its tools/ folder, nothing deeper.
 BRIEF_DIRS = (PACKAGE_DIR, PACKAGE_DIR / "tools")
+
+# `python -m ticket_tools` runs the product's command line: this module may import this
+# layer, and only inside its top-level `if __name__ == "__main__":` block.
+MAIN_MODULE = f"{PACKAGE}.__main__"
+RUN_ONLY = f"{PACKAGE}.cli"
 
 # Run in a child started with -I -S: no site, so no .pth hook (setuptools'
 # _distutils_hack, coverage's process startup) loads a module before the package does.
@@ -92,8 +101,8 @@ def is_module(name: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def imported_names(path: Path) -> list[tuple[int, str]]:
-    """Return (line, module) for every import in a module, nested ones included.
+def imported_names(path: Path, text: str | None = None) -> list[tuple[int, str]]:
+    """Return (line, module) for every import in a module (its `text`, or read), nested too.
 
     `from a import b` yields `a`, and `a.b` too when that is a module of the package;
     a relative import is resolved against the module's own package.
@@ -101,8 +110,9 @@ def imported_names(path: Path) -> list[tuple[int, str]]:
     package = (
         module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
     )
+    source = path.read_text(encoding="utf-8") if text is None else text
     found: list[tuple[int, str]] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in ast.walk(ast.parse(source, str(path))):
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -139,14 +149,74 @@ def allowed_import(module: str, brief: set[str]) -> bool:
     return top in sys.stdlib_module_names
 
 
+def run_only_lines(text: str) -> set[int]:
+    """Return the lines inside a module's top-level `if __name__ == "__main__":` blocks."""
+    guard = ast.parse('__name__ == "__main__"', mode="eval").body
+    return {
+        line
+        for node in ast.parse(text).body
+        if isinstance(node, ast.If) and ast.dump(node.test) == ast.dump(guard) and not node.orelse
+        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1)
+    }
+
+
+def refused_imports(path: Path, brief: set[str], text: str | None = None) -> list[str]:
+    """Return "path:line: module" for each import of a brief module outside the wall."""
+    source = path.read_text(encoding="utf-8") if text is None else text
+    run_only = run_only_lines(source) if module_name(path) == MAIN_MODULE else set()
+    return [
+        f"{path.relative_to(PACKAGE_DIR.parent)}:{line}: {module}"
+        for line, module in imported_names(path, source)
+        if not allowed_import(module, brief) and not (module == RUN_ONLY and line in run_only)
+    ]
+
+
 def test_the_brief_imports_only_the_standard_library_and_itself() -> None:
     paths = brief_modules()
     brief = {module_name(path) for path in paths}
     assert {"ticket_tools", "ticket_tools.execute", "ticket_tools.tools.get_ticket"} <= brief
-    refused = [
-        f"{path.relative_to(PACKAGE_DIR.parent)}:{line}: {module}"
-        for path in paths
-        for line, module in imported_names(path)
-        if not allowed_import(module, brief)
-    ]
+    refused = [entry for path in paths for entry in refused_imports(path, brief)]
     assert not refused, "imports outside the wall: " + "; ".join(refused)
+
+
+GUARDED = 'if __name__ == "__main__":\n    {}\n'
+
+
+@pytest.mark.parametrize(
+    ("module", "text", "refused"),
+    [
+        pytest.param(
+            "__main__", GUARDED.format("from ticket_tools.cli import main"), [], id="cli-when-run"
+        ),
+        pytest.param(
+            "__main__", "from ticket_tools.cli import main\n", ["ticket_tools.cli"], id="cli-at-top"
+        ),
+        pytest.param(
+            "__main__",
+            GUARDED.format("import ticket_tools.serve"),
+            ["ticket_tools.serve"],
+            id="another-layer-when-run",
+        ),
+        pytest.param(
+            "__main__", GUARDED.format("import psycopg"), ["psycopg"], id="third-party-when-run"
+        ),
+        pytest.param(
+            "__main__",
+            'if __name__ != "__main__":\n    import ticket_tools.cli\n',
+            ["ticket_tools.cli"],
+            id="another-guard",
+        ),
+        pytest.param(
+            "execute",
+            GUARDED.format("import ticket_tools.cli"),
+            ["ticket_tools.cli"],
+            id="not-main",
+        ),
+    ],
+)
+def test_only_the_main_module_imports_the_cli_and_only_when_run(
+    module: str, text: str, refused: list[str]
+) -> None:
+    path = PACKAGE_DIR / f"{module}.py"
+    brief = {module_name(path) for path in brief_modules()}
+    assert [entry.rpartition(": ")[2] for entry in refused_imports(path, brief, text)] == refused

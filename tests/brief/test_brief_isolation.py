@@ -6,7 +6,8 @@ that each returned ticket is the caller's own and that no other tenant's title a
 (the first test below shows that check failing on a leak). Permission is exactly True and
 the tenant a non-empty string, or the call is forbidden. Records and args are never
 modified (deep copies compared after calls), and every result is a fresh dict: changing
-one changes neither the store nor a later result.
+one changes neither the store nor a later result. A tenant whose name runs on from another's
+("alphabet", "alpha:x") and "alpha" never see each other's keys.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from brief_calls import call, check_only_own_tickets
 from brief_table import (
     ALPHA,
     ALPHA_NO_READ,
+    ALPHA_TICKETS,
     BETA,
     BETA_T103,
     BETA_T104,
@@ -147,6 +149,54 @@ def test_beta_is_not_changed_by_what_alpha_holds() -> None:
     assert call("search_tickets", {"cursor": "TKT-100", "limit": 1}, BETA, records) == page(
         BETA_T103, next_cursor="TKT-103"
     )
+
+
+# Tenants whose names run on from alpha's: "alphabet" starts with "alpha" (the key's ":"
+# is part of the prefix), and "alpha:x" is "alpha" and ":" (a key belongs to the tenant
+# before its last ":", README "Decisions").
+ALPHABET_T001 = {"id": "TKT-001", "title": "Alphabet order lost", "status": "open"}
+ALPHA_X_T002 = {"id": "TKT-002", "title": "Colon tenant export", "status": "open"}
+
+
+def neighbour_records() -> dict[str, dict[str, str]]:
+    return {
+        **fixture_records(),
+        "alphabet:TKT-001": dict(ALPHABET_T001),
+        "alpha:x:TKT-002": dict(ALPHA_X_T002),
+    }
+
+
+@pytest.mark.parametrize(
+    ("tenant", "expected"),
+    [
+        pytest.param("alpha", page(*ALPHA_TICKETS, next_cursor=None), id="alpha"),
+        pytest.param("alphabet", page(ALPHABET_T001, next_cursor=None), id="alphabet"),
+        pytest.param("alpha:x", page(ALPHA_X_T002, next_cursor=None), id="alpha-colon-x"),
+        pytest.param("alph", page(next_cursor=None), id="alph"),
+    ],
+)
+def test_a_tenant_sees_no_key_of_a_tenant_whose_name_extends_its_own(
+    tenant: str, expected: dict[str, object]
+) -> None:
+    context = {"tenant": tenant, "can_read_tickets": True}
+    assert call("search_tickets", {"limit": 10}, context, neighbour_records()) == expected
+
+
+@pytest.mark.parametrize(
+    ("tenant", "ticket_id", "expected"),
+    [
+        pytest.param("alpha", "TKT-001", fail("not_found"), id="alpha-asks-alphabet-001"),
+        pytest.param("alpha", "TKT-002", fail("not_found"), id="alpha-asks-alpha-x-002"),
+        pytest.param("alphabet", "TKT-001", {"ok": True, "ticket": ALPHABET_T001}, id="alphabet"),
+        pytest.param("alpha:x", "TKT-002", {"ok": True, "ticket": ALPHA_X_T002}, id="alpha-x"),
+    ],
+)
+def test_get_ticket_reads_only_the_exact_key(
+    tenant: str, ticket_id: str, expected: dict[str, object]
+) -> None:
+    context = {"tenant": tenant, "can_read_tickets": True}
+    args = {"ticket_id": ticket_id}
+    assert call("get_ticket", args, context, neighbour_records()) == expected
 
 
 def test_no_internal_field_leaves() -> None:

@@ -34,8 +34,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PATCHES = Path(__file__).resolve().parent
 # What a copy of the tree needs to run the suite: the source, the tests, the shared helpers,
-# the config, and the sample records and the licence the CLI tests read.
-COPIED = ("src", "tests", "testkit", "examples", "LICENSE", "pyproject.toml")
+# the config, and the sample records and the licence the CLI tests read; the documents and
+# folders whose named paths tests/test_doc_paths.py checks (benchmarks/ for the one past path
+# it expects absent), REVIEW.md and the hand-in's build script and templates.
+COPIED = (
+    "src",
+    "tests",
+    "testkit",
+    "examples",
+    "LICENSE",
+    "pyproject.toml",
+    "README.md",
+    "REVIEW.md",
+    "CHANGELOG.md",
+    "docs",
+    "benchmarks",
+    "scripts",
+    "handin",
+    "review",
+)
 # A mutant that makes the suite hang stops the run rather than counting as caught: on a
 # shared machine the suite alone can take many minutes, so a timeout proves nothing.
 SUITE_TIMEOUT_SECONDS = 3600

@@ -1,0 +1,179 @@
+"""`make take-home`: the hand-in folder and archive, built into a tmp dir and checked.
+
+Built by scripts/build_take_home.py, as `make take-home` builds it. Checked: exactly the
+root package's modules (without `__main__.py`) with tools/, tests/brief/, handin/'s three
+files and REVIEW.md's answer, each copied byte for byte; the archive holds the same; no file
+imports outside the standard library (tests: pytest too, the brief's test runner); the
+README is at most 900 words and names only paths that are in the folder; inside,
+`python -m pytest` passes and `make run` prints the 13 acceptance lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from test_doc_paths import named_paths
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "ticket_tools"
+MAX_README_WORDS = 900
+# The brief allows a test runner and nothing else: pytest, in the tests only.
+TEST_IMPORTS = frozenset({"pytest", "ticket_tools", "brief_calls", "brief_table"})
+MAKE = shutil.which("make") or "make"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("take-home-build")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_take_home.py"), str(out)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    return out
+
+
+def expected_sources() -> dict[str, Path]:
+    package = [
+        path
+        for folder in (PACKAGE, PACKAGE / "tools")
+        for path in folder.glob("*.py")
+        if path.name != "__main__.py"
+    ]
+    copied = [*package, PACKAGE / "py.typed", *(ROOT / "tests" / "brief").glob("*.py")]
+    files = {path.relative_to(ROOT).as_posix(): path for path in copied}
+    files.update({name: ROOT / "handin" / name for name in ("README.md", "Makefile")})
+    files["pyproject.toml"] = ROOT / "handin" / "pyproject.toml"
+    return files
+
+
+def files_in(folder: Path) -> dict[str, bytes]:
+    return {
+        path.relative_to(folder).as_posix(): path.read_bytes()
+        for path in folder.rglob("*")
+        if path.is_file()
+    }
+
+
+def test_the_folder_holds_the_brief_and_nothing_else(built: Path) -> None:
+    # The answer read here by hand, not by the build script's review_answer: a bug there shows.
+    review = (ROOT / "REVIEW.md").read_text(encoding="utf-8")
+    answer = review.partition("<!-- answer: begin -->")[2].partition("<!-- answer: end -->")[0]
+    expected = {name: path.read_bytes() for name, path in expected_sources().items()}
+    expected["REVIEW.md"] = f"# Review of the sample submission\n\n{answer.strip()}\n".encode()
+    assert files_in(built / "take-home") == expected
+
+
+def test_the_archive_holds_the_folder(built: Path) -> None:
+    with tarfile.open(built / "take-home.tar.gz") as tar:
+        members = {
+            member.name: tar.extractfile(member).read()  # type: ignore[union-attr]
+            for member in tar.getmembers()
+        }
+    folder = {f"take-home/{name}": data for name, data in files_in(built / "take-home").items()}
+    assert members == folder
+
+
+def imported_tops(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tops: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            tops.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            tops.add((node.module or "").partition(".")[0])
+    return tops
+
+
+def test_no_file_imports_outside_the_standard_library(built: Path) -> None:
+    folder = built / "take-home"
+    outside = {
+        path.relative_to(folder).as_posix(): sorted(
+            top
+            for top in imported_tops(path)
+            if top not in sys.stdlib_module_names
+            and top != "ticket_tools"
+            and not (path.parts[-3:-1] == ("tests", "brief") and top in TEST_IMPORTS)
+        )
+        for path in sorted(folder.rglob("*.py"))
+    }
+    assert {name: tops for name, tops in outside.items() if tops} == {}
+    assert len(outside) == len([name for name in expected_sources() if name.endswith(".py")])
+
+
+def test_the_readme_is_short_and_names_only_what_is_there(built: Path) -> None:
+    folder = built / "take-home"
+    text = (folder / "README.md").read_text(encoding="utf-8")
+    assert len(text.split()) <= MAX_README_WORDS
+    tops = frozenset(path.name for path in folder.iterdir() if path.is_dir())
+    named = sorted({path for path, _ in named_paths(text, tops)})
+    assert [path for path in named if not (folder / path).exists()] == []
+    assert "src/ticket_tools/execute.py" in named
+
+
+def hand_in_env() -> dict[str, str]:
+    # Nothing from this repository's environment: no PYTHONPATH, no autoloaded plugin, and
+    # no coverage (measuring the copy would report its files as the package's, uncovered).
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTHON", "COVERAGE", "COV_CORE"))
+    }
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
+def test_pytest_passes_inside(built: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=built / "take-home",
+        env=hand_in_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    # Only passes: no skip, no xfail, no warning.
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert re.fullmatch(r"[0-9]+ passed in [0-9.]+s", done.stdout.splitlines()[-1])
+
+
+def test_make_run_prints_the_13_acceptance_lines_inside(built: Path) -> None:
+    done = subprocess.run(
+        [MAKE, "-s", "run", f"PYTHON={sys.executable}"],
+        cwd=built / "take-home",
+        env=hand_in_env(),
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    lines = done.stdout.splitlines()
+    assert (done.returncode, done.stderr) == (0, "")
+    assert [line.split()[:2] for line in lines[:-1]] == [["PASS", f"A{n}"] for n in range(1, 14)]
+    assert lines[-1] == "13 passed, 0 failed"
+
+
+def test_the_package_inside_is_the_copy(built: Path) -> None:
+    folder = built / "take-home"
+    done = subprocess.run(
+        [sys.executable, "-c", "import ticket_tools; print(ticket_tools.__file__)"],
+        cwd=folder,
+        env={**hand_in_env(), "PYTHONPATH": "src"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert Path(done.stdout.strip()) == folder / "src" / "ticket_tools" / "__init__.py"
