@@ -12,7 +12,7 @@ from conftest import OWNER, READER, PostgresDatabase
 from feed_changes import check_the_version_rule, delete, up
 from ticket_tools import TicketFilter, fixture_records
 from ticket_tools.store import StoreError
-from ticket_tools.stores.feed import Change, Counts, FeedError
+from ticket_tools.stores.feed import Counts, FeedError
 from ticket_tools.stores.postgres import writer as postgres_writer
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.schema import (
@@ -139,10 +139,12 @@ def test_an_interrupted_batch_is_rolled_back(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(PostgresWriter, method, write_then_interrupt)
-    with writer_role(dsns) as writer_dsn:
-        with PostgresWriter.open(dsns["owner"] if role == "owner" else writer_dsn) as writer:
-            with pytest.raises(KeyboardInterrupt):
-                writer.apply([up("TKT-101", 1), delete("TKT-102", 1)])
+    with (
+        writer_role(dsns) as writer_dsn,
+        PostgresWriter.open(dsns["owner"] if role == "owner" else writer_dsn) as writer,
+        pytest.raises(KeyboardInterrupt),
+    ):
+        writer.apply([up("TKT-101", 1), delete("TKT-102", 1)])
     assert dump(dsns["super"]) == before
 
 
