@@ -66,6 +66,15 @@ VISIBLE_TARGET_MS = 1_000.0
 OWNER, READER = "ticket_owner", "ticket_reader"
 CLI = [sys.executable, "-m", "ticket_tools.cli"]
 ROWS: list[tuple[str, str, str, str]] = []  # (store, measured, figure, target/verdict)
+# The issue's four targets: PostgreSQL's throughput, commit-to-visible and readers' p99
+# under a feed, and SQLite's throughput; each is printed again at the end, met or missed.
+FOUR_TARGETS = (
+    ("postgres", "throughput"),
+    ("postgres", "commit-to-visible"),
+    ("postgres", "readers"),
+    ("sqlite", "throughput"),
+)
+VERDICTS: dict[tuple[str, str], str] = {}
 
 
 def _load() -> str:
@@ -141,6 +150,7 @@ def _throughput(
         opened.close()
     rate = applied.changes / seconds
     met = "met" if rate >= TARGETS[kind] else "NOT met"
+    VERDICTS[(kind, "throughput")] = f"{rate:,.0f} changes/s >= {TARGETS[kind]:,}: {met}"
     _row(
         kind,
         f"apply {applied.changes:,} changes in batches (in process)",
@@ -243,6 +253,9 @@ def _readers(kind: str, store: TicketStore, feeder: Feeder) -> None:
     feeder.on.clear()
     ratio = _p99(times[True]) / _p99(times[False])
     per_round.sort()
+    VERDICTS[(kind, "readers")] = (
+        f"{ratio:.2f}x <= {READER_TARGET}x: {'met' if ratio <= READER_TARGET else 'NOT met'}"
+    )
     _row(
         kind,
         f"readers' p99 with a {FEED_RATE:,}/s feed / without "
@@ -287,6 +300,7 @@ def _visibility(kind: str, store: TicketStore, feeder: Feeder, versions: Version
     waits.sort()
     p99 = _p99(waits)
     met = "met" if p99 <= VISIBLE_TARGET_MS else "NOT met"
+    VERDICTS[(kind, "commit-to-visible")] = f"p99 {p99:.0f} ms <= {VISIBLE_TARGET_MS:.0f}: {met}"
     _row(
         kind,
         f"commit-to-visible, default batching, {len(waits)} probes in a {FEED_RATE:,}/s feed",
@@ -420,6 +434,12 @@ def main() -> None:
     print("|---|---|---|---|")
     for row in ROWS:
         print("| " + " | ".join(row) + " |")
+    cores = os.cpu_count() or 1
+    print(f"\nthe four targets (load {_load()} on {cores} cores):")
+    for kind, target in FOUR_TARGETS:
+        print(f"  {kind} {target}: {VERDICTS.get((kind, target), 'not measured')}")
+    if float(_load().split()[0]) > cores:
+        print("  (the load average is above the cores: a figure may be noise, not the code)")
 
 
 if __name__ == "__main__":

@@ -93,12 +93,16 @@ def test_reader_cannot_write(reader: psycopg.Connection) -> None:
         reader.execute("DELETE FROM tickets")
 
 
-def test_the_owner_is_held_by_the_policy_too(
+def test_the_owner_sees_every_row_only_through_its_writer_policy(
     database: PostgresDatabase, fixture_store: object
 ) -> None:
-    # FORCE: the table's owner sees nothing without app.tenant either.
+    # FORCE: the table's owner is held by the policies too; its writer policy (schema
+    # version 4) is what lets it see every tenant's rows, and without it, none.
     with psycopg.connect(database.owner) as owner:
+        assert owner.execute("SELECT count(*) FROM tickets").fetchone() == (len(fixture_records()),)
+        owner.execute("DROP POLICY tickets_writer ON tickets")
         assert owner.execute("SELECT count(*) FROM tickets").fetchone() == (0,)
+        owner.rollback()
 
 
 def test_pool_of_one_alternating_tenants_never_mixes(
@@ -198,8 +202,19 @@ SCHEMA_DAMAGE = [
         ("CREATE POLICY everything ON tickets USING (true)",), id="a-second-permissive-policy"
     ),
     pytest.param(
-        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 4'",), id="v4"
+        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 5'",), id="v5"
     ),
+    # The writer policy for any role but the owner alone would widen what a reader sees.
+    pytest.param(("ALTER POLICY tickets_writer ON tickets TO PUBLIC",), id="writer-policy-public"),
+    pytest.param(
+        ("ALTER POLICY tombstones_writer ON tombstones TO ticket_reader",),
+        id="tombstones-writer-policy-for-the-reader",
+    ),
+    pytest.param(
+        ("ALTER POLICY tickets_writer ON tickets USING (tenant <> '')",),
+        id="writer-policy-another-rule",
+    ),
+    pytest.param(("DROP POLICY tickets_writer ON tickets",), id="no-writer-policy"),
     pytest.param(("ALTER TABLE tickets DROP CONSTRAINT tickets_id_check",), id="no-id-width-check"),
     pytest.param(
         ("ALTER TABLE tombstones DROP CONSTRAINT tombstones_id_check",),
@@ -230,7 +245,7 @@ def test_open_refuses_a_database_without_the_schema(
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
         f"{describe(dsn)} has no ticket-tools tickets and tombstones tables "
-        "(schema version 3) with their row-level security forced",
+        "(schema version 4) with their row-level security forced",
     )
 
 
@@ -613,7 +628,7 @@ def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, sc
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
         f"{describe(dsn)} has no ticket-tools tickets and tombstones tables "
-        "(schema version 3) with their row-level security forced",
+        "(schema version 4) with their row-level security forced",
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
@@ -11,10 +12,15 @@ from conftest import OWNER, READER, PostgresDatabase
 from feed_changes import check_the_version_rule, delete, up
 from ticket_tools import TicketFilter, fixture_records
 from ticket_tools.store import StoreError
-from ticket_tools.stores.feed import Change, Counts, FeedError
+from ticket_tools.stores.feed import Counts, FeedError
 from ticket_tools.stores.postgres import writer as postgres_writer
 from ticket_tools.stores.postgres.importer import import_records
-from ticket_tools.stores.postgres.schema import MIGRATE_FROM_1, MIGRATE_FROM_2, describe
+from ticket_tools.stores.postgres.schema import (
+    MIGRATE_FROM_1,
+    MIGRATE_FROM_2,
+    MIGRATE_FROM_3,
+    describe,
+)
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
 
@@ -115,18 +121,29 @@ def test_check_refuses_nul(writer: PostgresWriter) -> None:
     assert str(raised.value) == "PostgreSQL text cannot hold a NUL character"
 
 
+@pytest.mark.parametrize(
+    ("role", "method"),
+    [
+        pytest.param("owner", "_write_all", id="the-owner-whole-batch"),
+        pytest.param("writer", "_write", id="a-writer-role-tenant-by-tenant"),
+    ],
+)
 def test_an_interrupted_batch_is_rolled_back(
-    writer: PostgresWriter, dsns: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    dsns: dict[str, str], monkeypatch: pytest.MonkeyPatch, role: str, method: str
 ) -> None:
     before = dump(dsns["super"])
-    write = PostgresWriter._write
+    write = getattr(PostgresWriter, method)
 
-    def write_then_interrupt(self: PostgresWriter, tenant: str, winners: list[Change]) -> None:
-        write(self, tenant, winners)
+    def write_then_interrupt(self: PostgresWriter, *arguments: object) -> None:
+        write(self, *arguments)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(PostgresWriter, "_write", write_then_interrupt)
-    with pytest.raises(KeyboardInterrupt):
+    monkeypatch.setattr(PostgresWriter, method, write_then_interrupt)
+    with (
+        writer_role(dsns) as writer_dsn,
+        PostgresWriter.open(dsns["owner"] if role == "owner" else writer_dsn) as writer,
+        pytest.raises(KeyboardInterrupt),
+    ):
         writer.apply([up("TKT-101", 1), delete("TKT-102", 1)])
     assert dump(dsns["super"]) == before
 
@@ -152,37 +169,123 @@ def test_open_refuses_the_reader(dsns: dict[str, str]) -> None:
     )
 
 
-def test_a_writer_role_as_the_docs_define_it(
-    dsns: dict[str, str], postgres_database: PostgresDatabase
-) -> None:
-    # docs/postgres.md: a role granted the four privileges on both tables, not the owner.
+@contextmanager
+def writer_role(dsns: dict[str, str]) -> Iterator[str]:
+    """The writer role docs/postgres.md defines, for the block: its DSN."""
+    # A role granted the four privileges on both tables, not the owner.
     with psycopg.connect(dsns["super"], autocommit=True) as connection:
         connection.execute("DROP ROLE IF EXISTS ticket_writer")
         connection.execute("CREATE ROLE ticket_writer LOGIN")
         connection.execute(
             "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones TO ticket_writer"
         )
-    dsn = dsns["owner"].replace(f"user={OWNER}", "user=ticket_writer")
     try:
-        with PostgresWriter.open(dsn) as writer:
-            assert writer.apply([up("TKT-101", 3), delete("TKT-102", 3)]) == Counts(1, 1, 0)
+        yield dsns["owner"].replace(f"user={OWNER}", "user=ticket_writer")
     finally:
         with psycopg.connect(dsns["super"], autocommit=True) as connection:
             connection.execute("REVOKE ALL ON tickets, tombstones FROM ticket_writer")
             connection.execute("DROP ROLE ticket_writer")
 
 
+def test_a_writer_role_as_the_docs_define_it(dsns: dict[str, str]) -> None:
+    with writer_role(dsns) as dsn, PostgresWriter.open(dsn) as writer:
+        with PostgresStore.open(dsns["reader"]) as store:
+            check_the_version_rule(writer, store)
+        assert writer.apply([up("TKT-120", 3), delete("TKT-102", 3, "beta")]) == Counts(1, 1, 0)
+    tickets, tombstones = dump(dsns["super"])
+    assert ("alpha", "TKT-120", "t", "open", "t", 3) in tickets
+    assert ("beta", "TKT-102", 3) in tombstones
+
+
+UNSCOPED = "SELECT tenant, id FROM tickets ORDER BY tenant, id"
+ALL_KEYS = sorted((key.split(":")[0], ticket["id"]) for key, ticket in fixture_records().items())
+
+
+def test_the_writer_policy_covers_the_owner_alone(dsns: dict[str, str]) -> None:
+    # Without app.tenant: the owner sees every tenant's rows through its writer policy;
+    # the writer role and the reader see none, and the reader set to alpha sees alpha's.
+    with writer_role(dsns) as writer_dsn:
+        seen = {}
+        for name, dsn in (
+            ("owner", dsns["owner"]),
+            ("writer", writer_dsn),
+            ("reader", dsns["reader"]),
+        ):
+            with psycopg.connect(dsn) as connection:
+                seen[name] = connection.execute(UNSCOPED).fetchall()
+                connection.execute("SELECT set_config('app.tenant', 'alpha', true)")
+                seen[name + " as alpha"] = connection.execute(UNSCOPED).fetchall()
+    alpha = [key for key in ALL_KEYS if key[0] == "alpha"]
+    assert seen == {
+        "owner": ALL_KEYS,
+        "owner as alpha": ALL_KEYS,
+        "writer": [],
+        "writer as alpha": alpha,
+        "reader": [],
+        "reader as alpha": alpha,
+    }
+    with psycopg.connect(dsns["super"]) as connection:
+        policies = connection.execute(
+            "SELECT polrelid::regclass::text, polname, polroles::regrole[]::text[] "
+            "FROM pg_policy ORDER BY 1, 2"
+        ).fetchall()
+    assert policies == [
+        ("tickets", "tickets_tenant", ["-"]),
+        ("tickets", "tickets_writer", [OWNER]),
+        ("tombstones", "tombstones_tenant", ["-"]),
+        ("tombstones", "tombstones_writer", [OWNER]),
+    ]
+
+
 def _downgrade(dsn: str, version: int) -> None:
-    # What an import of that version made: version 2 had no version column and no
-    # tombstones; version 1 had no id CHECK either.
+    # What an import of that version made: version 3 had no writer policies; version 2
+    # no version column and no tombstones either; version 1 no id CHECK either.
     with psycopg.connect(dsn) as connection:
-        connection.execute("DROP TABLE tombstones")
-        connection.execute("ALTER TABLE tickets DROP COLUMN version")
+        connection.execute("DROP POLICY tickets_writer ON tickets")
+        connection.execute("DROP POLICY tombstones_writer ON tombstones")
+        if version <= 2:
+            connection.execute("DROP TABLE tombstones")
+            connection.execute("ALTER TABLE tickets DROP COLUMN version")
+        else:
+            connection.execute(
+                "COMMENT ON TABLE tombstones IS 'ticket-tools tombstones, schema version 3'"
+            )
         if version == 1:
             connection.execute("ALTER TABLE tickets DROP CONSTRAINT tickets_id_check")
         connection.execute(
             f"COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version {version}'"
         )
+
+
+def test_open_refuses_a_schema_version_3_database_and_the_migration_keeps_its_data(
+    dsns: dict[str, str],
+) -> None:
+    with PostgresWriter.open(dsns["owner"]) as writer:
+        assert writer.apply([up("TKT-101", 5, "kept"), delete("TKT-102", 8)]) == Counts(1, 1, 0)
+    before = dump(dsns["super"])
+    _downgrade(dsns["owner"], 3)
+    for opener, dsn in ((PostgresWriter.open, dsns["owner"]), (PostgresStore.open, dsns["reader"])):
+        with pytest.raises(StoreError) as raised:
+            opener(dsn)
+        assert (raised.value.reason, str(raised.value)) == (
+            "schema",
+            f"{describe(dsn)} has schema version 3; to migrate, run docs/postgres.md's "
+            "migration statements as the table's owner",
+        )
+    with psycopg.connect(dsns["owner"]) as connection:
+        for statement in MIGRATE_FROM_3:
+            connection.execute(statement)
+    assert dump(dsns["super"]) == before
+    with PostgresWriter.open(dsns["owner"]) as writer:
+        assert writer.apply([up("TKT-101", 4), up("TKT-102", 7), up("TKT-103", 1)]) == Counts(
+            1, 0, 2
+        )
+    with PostgresStore.open(dsns["reader"]) as store:
+        assert [store.get("alpha", f"TKT-10{n}") for n in (1, 2, 3)] == [
+            {"id": "TKT-101", "title": "kept", "status": "open"},
+            None,
+            {"id": "TKT-103", "title": "t", "status": "open"},
+        ]
 
 
 def test_open_refuses_a_schema_version_2_database_and_the_migration_fixes_it(

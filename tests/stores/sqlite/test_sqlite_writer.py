@@ -99,6 +99,53 @@ def test_a_batch_wider_than_one_version_lookup_sees_every_stored_version(databas
     assert tombstones == sorted((w, t, 3) for w, t in keys)
 
 
+@pytest.mark.parametrize(
+    ("variables", "statements"),
+    [
+        pytest.param(None, 3, id="VERSION_KEYS-a-statement"),
+        pytest.param(999, 6, id="sqlite-before-3.32-499-a-statement"),
+    ],
+)
+def test_version_lookups_fit_the_librarys_variable_limit(
+    database: Path, variables: int | None, statements: int
+) -> None:
+    count = VERSION_KEYS * 5 // 2
+    keys = [(f"w{n % 3}", f"TKT-{n // 3:03d}") for n in range(count)]
+    with SQLiteWriter.open(database) as writer:
+        connection = writer._connection
+        if variables is not None:
+            connection.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, variables)
+        lookups: list[str] = []
+        connection.set_trace_callback(
+            lambda sql: lookups.append(sql) if sql.startswith("WITH keys") else None
+        )
+        assert writer.apply([up(t, 2, tenant=w) for w, t in keys]) == Counts(count, 0, 0)
+        assert writer.apply([up(t, 2, tenant=w) for w, t in keys]) == Counts(0, 0, count)
+    assert len(lookups) == 2 * statements
+
+
+def test_only_the_rows_that_are_there_are_dropped(database: Path) -> None:
+    # alpha's TKT-101 is a ticket; TKT-102 is buried below; TKT-120 is neither.
+    with SQLiteWriter.open(database) as writer:
+        assert writer.apply([delete("TKT-102", 1)]) == Counts(0, 1, 0)
+        drops: list[str] = []
+        writer._connection.set_trace_callback(
+            lambda sql: drops.append(sql) if sql.startswith("DELETE") else None
+        )
+        batch = [up("TKT-102", 2), delete("TKT-101", 2), up("TKT-120", 1), delete("TKT-121", 1)]
+        assert writer.apply(batch) == Counts(2, 2, 0)
+    assert drops == [
+        "DELETE FROM tombstones WHERE tenant = 'alpha' AND id = 'TKT-102'",
+        "DELETE FROM tickets WHERE tenant = 'alpha' AND id = 'TKT-101'",
+    ]
+    tickets, tombstones = dump(database)
+    assert [row for row in tickets if row[:2] in (("alpha", "TKT-102"), ("alpha", "TKT-120"))] == [
+        ("alpha", "TKT-102", "t", "open", 2),
+        ("alpha", "TKT-120", "t", "open", 1),
+    ]
+    assert tombstones == [("alpha", "TKT-101", 2), ("alpha", "TKT-121", 1)]
+
+
 def test_a_failing_batch_writes_nothing(database: Path) -> None:
     before = dump(database)
     # A value the schema's CHECK refuses, after a valid change in the same batch.
@@ -121,8 +168,8 @@ def test_an_interrupted_batch_is_rolled_back(
     before = dump(database)
     write = SQLiteWriter._write
 
-    def write_then_interrupt(self: SQLiteWriter, winners: list[Change]) -> None:
-        write(self, winners)
+    def write_then_interrupt(self: SQLiteWriter, *arguments: object) -> None:
+        write(self, *arguments)  # type: ignore[arg-type]
         raise KeyboardInterrupt
 
     monkeypatch.setattr(SQLiteWriter, "_write", write_then_interrupt)

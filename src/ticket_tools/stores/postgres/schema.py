@@ -18,7 +18,9 @@ from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdForm
 # 2: the id's CHECK holds the deployment's ID width (`--id-digits`), so PostgreSQL
 # refuses an id of another width and `check_schema` can tell which width a table has.
 # 3: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
-SCHEMA_VERSION = 3
+# 4: a writer policy on each table for the tables' owner alone, so that `apply` writes a
+# whole batch in one statement per operation instead of scoping each tenant in turn.
+SCHEMA_VERSION = 4
 # The advisory lock a writer holds for each batch, and `import --replace` for its swap:
 # two writers never interleave reading a version and writing it.
 WRITER_LOCK = 0x544B5431  # "TKT1"
@@ -62,6 +64,17 @@ CREATE TABLE tombstones (
 _POLICY = "tickets_tenant"
 _TOMBSTONES_POLICY = "tombstones_tenant"
 _TENANT_RULE = "USING (tenant = current_setting('app.tenant', true))"
+# The owner's policy: every row, for the role that created the table (import and the
+# migration run as the owner) and the roles that inherit its privileges. The readers
+# are refused if they are or inherit the owner (`check_connection`), so it never widens
+# what a reader sees; a writer role (docs/postgres.md) is not covered either and keeps
+# scoping each tenant.
+_WRITER_POLICIES = {"tickets": "tickets_writer", "tombstones": "tombstones_writer"}
+_WRITER_RULE = "TO CURRENT_USER USING (true) WITH CHECK (true)"
+
+
+def _writer_policy(table: str, name: str | None = None) -> str:
+    return f"CREATE POLICY {_WRITER_POLICIES[table]} ON {name or table} {_WRITER_RULE}"
 
 
 def tickets_table(name: str, id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
@@ -74,6 +87,7 @@ def tickets_table(name: str, id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]
         _CREATE_TABLE.format(name=name, pattern=id_format.pattern),
         f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY",
         f"CREATE POLICY {_POLICY} ON {name} {_TENANT_RULE}",
+        _writer_policy("tickets", name),
         f"COMMENT ON TABLE {name} IS '{_COMMENT}'",
     )
 
@@ -85,6 +99,7 @@ def tombstones_table(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
         "ALTER TABLE tombstones ENABLE ROW LEVEL SECURITY",
         "ALTER TABLE tombstones FORCE ROW LEVEL SECURITY",
         f"CREATE POLICY {_TOMBSTONES_POLICY} ON tombstones {_TENANT_RULE}",
+        _writer_policy("tombstones"),
         f"COMMENT ON TABLE tombstones IS '{_TOMBSTONES_COMMENT}'",
     )
 
@@ -103,9 +118,20 @@ _ADD_VERSION = (
     "ALTER TABLE tickets ALTER COLUMN version DROP DEFAULT",
 )
 
+MIGRATE_FROM_3 = (
+    _writer_policy("tickets"),
+    _writer_policy("tombstones"),
+    f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
+    f"COMMENT ON TABLE tombstones IS '{_TOMBSTONES_COMMENT}'",
+)
+"""What turns a schema version 3 database (of any ID width) into this version, run as
+the tables' owner in one transaction: the owner's writer policy on both tables, which
+is then the role it names (docs/postgres.md). The rows are not touched."""
+
 MIGRATE_FROM_2 = (
     *_ADD_VERSION,
     *tombstones_table(ID_FORMAT),
+    _writer_policy("tickets"),
     f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
 )
 """What turns a schema version 2 database of the brief's IDs (TKT- and three digits) into
@@ -143,7 +169,9 @@ SELECT
     ),
     ARRAY(
         SELECT p.polname || ' ' || p.polcmd::text || ' ' || p.polpermissive::text || ' '
-            || p.polroles::text || ' ' || pg_get_expr(p.polqual, p.polrelid)
+            || CASE WHEN p.polroles = ARRAY[c.relowner] THEN 'owner' ELSE p.polroles::text END
+            || ' ' || pg_get_expr(p.polqual, p.polrelid)
+            || coalesce(' ' || pg_get_expr(p.polwithcheck, p.polrelid), '')
         FROM pg_policy p WHERE p.polrelid = c.oid ORDER BY p.polname
     )
 FROM pg_class c
@@ -168,8 +196,9 @@ def _constraints(id_format: IdFormat) -> list[str]:
 def _expected(id_format: IdFormat) -> dict[str, tuple[object, ...]]:
     """Per table: its comment, RLS enabled and forced, its columns, constraints, policies.
 
-    Exactly one policy each, for every command and every role: another permissive policy
-    would widen what a connection sees, so any other set of policies is refused.
+    Exactly two policies each: the tenant's, for every command and every role, and the
+    writer's, for the owner alone. Another permissive policy would widen what a
+    connection sees, so any other set of policies is refused.
     """
     return {
         "tickets": (
@@ -178,7 +207,7 @@ def _expected(id_format: IdFormat) -> dict[str, tuple[object, ...]]:
             True,
             _KEY + _TEXT + _VERSION,
             _constraints(id_format),
-            [f"{_POLICY} * true {{0}} {_TENANT_QUAL}"],
+            [f"{_POLICY} * true {{0}} {_TENANT_QUAL}", "tickets_writer * true owner true true"],
         ),
         "tombstones": (
             _TOMBSTONES_COMMENT,
@@ -186,13 +215,16 @@ def _expected(id_format: IdFormat) -> dict[str, tuple[object, ...]]:
             True,
             _KEY + _VERSION,
             _constraints(id_format),
-            [f"{_TOMBSTONES_POLICY} * true {{0}} {_TENANT_QUAL}"],
+            [
+                f"{_TOMBSTONES_POLICY} * true {{0}} {_TENANT_QUAL}",
+                "tombstones_writer * true owner true true",
+            ],
         ),
     }
 
 
 _TABLES = ("tickets", "tombstones")
-_OLD_VERSIONS = tuple(f"ticket-tools tickets, schema version {n}" for n in (1, 2))
+_OLD_VERSIONS = tuple(f"ticket-tools tickets, schema version {n}" for n in (1, 2, 3))
 
 # Whether the connection's roles could skip the policy: a superuser, a BYPASSRLS role,
 # or the table's owner, or a member of any of these (who could SET ROLE to it). Both

@@ -1,9 +1,12 @@
 """PostgresWriter: apply batches of feed changes to the tickets table, one transaction each.
 
-The writer connects as the table's owner (or a writer role, docs/postgres.md) and
-stays under the forced row-level security the readers are held by: for each tenant
-in a batch it sets `app.tenant` for the transaction, then reads and writes that
-tenant's rows only. Nothing about the readers' policy, grant or statements changes.
+The writer connects as the tables' owner or a writer role (docs/postgres.md), and
+stays under the forced row-level security the readers are held by. The owner is
+covered by the tables' writer policy (schema version 4), which lets it see and write
+every tenant's rows: a batch is one statement per operation, whatever its tenants. A
+writer role is held by the tenant policy alone: for each tenant in a batch it sets
+`app.tenant` for the transaction, then reads and writes that tenant's rows only.
+Nothing about the readers' policy, grant or statements changes.
 """
 
 from __future__ import annotations
@@ -44,6 +47,41 @@ _BURY_SQL = (
 )
 _DROP_TICKET_SQL = "DELETE FROM tickets WHERE tenant = %s AND id = %s"
 _DROP_TOMBSTONE_SQL = "DELETE FROM tombstones WHERE tenant = %s AND id = %s"
+# The whole batch at once, for a connection the writer policy covers: the keys and
+# rows travel as arrays, one per column (`unnest` zips them back into rows). The key
+# columns are COLLATE "C", as the tables' are, so the joins run along the primary keys.
+_ALL_VERSIONS_SQL = (
+    'WITH keys(tenant, id) AS (SELECT tenant COLLATE "C", id COLLATE "C" '
+    "FROM unnest(%s::text[], %s::text[]) AS k(tenant, id)) "
+    "SELECT tenant, id, version FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version FROM keys JOIN tombstones USING (tenant, id)"
+)
+# The WHERE repeats the version rule `plan` applied under the writers' lock: a second
+# guard, which never skips a row while every writer takes that lock.
+_UPSERT_ALL_SQL = (
+    "INSERT INTO tickets (tenant, id, title, status, title_lower, version) "
+    "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], "
+    "%s::bigint[]) ON CONFLICT (tenant, id) DO UPDATE SET "
+    "title = excluded.title, status = excluded.status, title_lower = excluded.title_lower, "
+    "version = excluded.version WHERE excluded.version > tickets.version"
+)
+_BURY_ALL_SQL = (
+    "INSERT INTO tombstones (tenant, id, version) "
+    "SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[]) "
+    "ON CONFLICT (tenant, id) DO UPDATE SET version = excluded.version "
+    "WHERE excluded.version > tombstones.version"
+)
+_DROP_ALL_TICKETS_SQL = (
+    'DELETE FROM tickets WHERE (tenant, id) IN (SELECT tenant COLLATE "C", id COLLATE "C" '
+    "FROM unnest(%s::text[], %s::text[]) AS k(tenant, id))"
+)
+_DROP_ALL_TOMBSTONES_SQL = (
+    'DELETE FROM tombstones WHERE (tenant, id) IN (SELECT tenant COLLATE "C", id COLLATE "C" '
+    "FROM unnest(%s::text[], %s::text[]) AS k(tenant, id))"
+)
+# Whether the tables' writer policy covers the connection: it names the owner, and
+# applies to every role that has the owner's privileges.
+_COVERED_SQL = "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = 'tickets'::regclass"
 # Whether the connection's role may write both tables: the reader may not.
 _WRITER_SQL = """
 SELECT has_table_privilege('tickets', 'SELECT, INSERT, UPDATE, DELETE')
@@ -61,9 +99,15 @@ class PostgresWriter:
         *,
         timeout: float,
         id_format: IdFormat = ID_FORMAT,
+        covered: bool = False,
     ) -> None:
-        """Wrap an open autocommit connection that `open` has checked."""
+        """Wrap an open autocommit connection that `open` has checked.
+
+        `covered`: whether the tables' writer policy covers the connection's role (the
+        owner), so that a batch need not be scoped tenant by tenant.
+        """
         self._connection = connection
+        self._covered = covered
         self._source = source
         self.id_format = id_format
         """The ticket-ID width of the tables: every change must have ids of it."""
@@ -95,13 +139,14 @@ class PostgresWriter:
                     f"{source} connects as a role that cannot write the tickets and "
                     "tombstones tables; connect as their owner or the writer role",
                 )
+            covered = connection.execute(_COVERED_SQL).fetchone() == (True,)
         except psycopg.Error as error:
             connection.close()
             raise store_error(error, source, "connect to") from None
         except StoreError:
             connection.close()
             raise
-        return cls(connection, source, timeout=timeout, id_format=id_format)
+        return cls(connection, source, timeout=timeout, id_format=id_format, covered=covered)
 
     def close(self) -> None:
         """Close the connection; later batches raise StoreError."""
@@ -128,32 +173,79 @@ class PostgresWriter:
         """
         if not self._close.alive:
             raise StoreError("unavailable", f"cannot write {self._source}: the writer is closed")
+        try:
+            if self._covered:
+                return self._apply_whole(changes)
+            return self._apply_scoped(changes)
+        except psycopg.Error as error:
+            raise store_error(error, self._source, "write") from None
+
+    def _apply_whole(self, changes: Sequence[Change]) -> Counts:
+        """Apply a batch in at most five statements, whatever its tenants (the owner)."""
+        connection = self._connection
+        with connection.transaction():
+            with connection.pipeline():
+                connection.execute(_BEGIN_SQL, (self._timeout_ms, WRITER_LOCK))
+                keys = sorted({change.key for change in changes})
+                cursor: psycopg.Cursor[tuple[str, str, int]] = connection.cursor()
+                cursor.execute(
+                    _ALL_VERSIONS_SQL, ([key[0] for key in keys], [key[1] for key in keys])
+                )
+                stored = {(tenant, id_): version for tenant, id_, version in cursor.fetchall()}
+            winners, counts = plan(changes, stored)
+            with connection.pipeline():
+                self._write_all(list(winners.values()))
+        return counts
+
+    def _write_all(self, winners: list[Change]) -> None:
+        upserts = [c for c in winners if c.op == "upsert"]
+        deletes = [c for c in winners if c.op == "delete"]
+        execute = self._connection.execute
+        if upserts:
+            tenants, ids = [c.tenant for c in upserts], [c.id for c in upserts]
+            execute(_DROP_ALL_TOMBSTONES_SQL, (tenants, ids))
+            titles = [c.title for c in upserts]
+            execute(
+                _UPSERT_ALL_SQL,
+                (
+                    tenants,
+                    ids,
+                    titles,
+                    [c.status for c in upserts],
+                    [title.lower() for title in titles],
+                    [c.version for c in upserts],
+                ),
+            )
+        if deletes:
+            tenants, ids = [c.tenant for c in deletes], [c.id for c in deletes]
+            execute(_DROP_ALL_TICKETS_SQL, (tenants, ids))
+            execute(_BURY_ALL_SQL, (tenants, ids, [c.version for c in deletes]))
+
+    def _apply_scoped(self, changes: Sequence[Change]) -> Counts:
+        """Apply a batch tenant by tenant, each scoped by `app.tenant` (a writer role)."""
         # Keys of different tenants never interact, so grouping by tenant (in feed
         # order within each) changes neither the result nor the counts.
         by_tenant: dict[str, list[Change]] = {}
         for change in changes:
             by_tenant.setdefault(change.tenant, []).append(change)
         connection = self._connection
-        try:
-            with connection.transaction():
-                with connection.pipeline():
-                    connection.execute(_BEGIN_SQL, (self._timeout_ms, WRITER_LOCK))
-                    reads = [
-                        (tenant, self._read_versions(tenant, group))
-                        for tenant, group in by_tenant.items()
-                    ]
-                    stored: dict[Key, int] = {}
-                    for tenant, cursor in reads:
-                        for ticket_id, version in cursor.fetchall():
-                            stored[(tenant, ticket_id)] = version
-                counts = Counts()
-                with connection.pipeline():
-                    for tenant, group in by_tenant.items():
-                        winners, tenant_counts = plan(group, stored)
-                        counts += tenant_counts
-                        self._write(tenant, list(winners.values()))
-        except psycopg.Error as error:
-            raise store_error(error, self._source, "write") from None
+        with connection.transaction():
+            with connection.pipeline():
+                connection.execute(_BEGIN_SQL, (self._timeout_ms, WRITER_LOCK))
+                reads = [
+                    (tenant, self._read_versions(tenant, group))
+                    for tenant, group in by_tenant.items()
+                ]
+                stored: dict[Key, int] = {}
+                for tenant, cursor in reads:
+                    for ticket_id, version in cursor.fetchall():
+                        stored[(tenant, ticket_id)] = version
+            counts = Counts()
+            with connection.pipeline():
+                for tenant, group in by_tenant.items():
+                    winners, tenant_counts = plan(group, stored)
+                    counts += tenant_counts
+                    self._write(tenant, list(winners.values()))
         return counts
 
     def _read_versions(self, tenant: str, group: list[Change]) -> psycopg.Cursor[tuple[str, int]]:

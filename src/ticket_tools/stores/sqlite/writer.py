@@ -19,22 +19,27 @@ from ticket_tools.tickets import ID_FORMAT, IdFormat
 DEFAULT_BUSY_TIMEOUT = 5.0
 
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
-# The keys of a batch are looked up this many at a time, in one statement each (a
-# join along both primary keys): 2 variables a key, within SQLite's oldest limit of 999.
-VERSION_KEYS = 250
+# The keys of a batch are looked up in one statement (a join along both primary keys)
+# of up to VERSION_KEYS keys, a default batch: 2 variables a key, so fewer where the
+# library's limit is lower (999 before SQLite 3.32). The last column says which table.
+VERSION_KEYS = 1000
 _VERSIONS_SQL = (
     "WITH keys(tenant, id) AS (VALUES {values}) "
-    "SELECT tenant, id, version FROM keys JOIN tickets USING (tenant, id) "
-    "UNION ALL SELECT tenant, id, version FROM keys JOIN tombstones USING (tenant, id)"
+    "SELECT tenant, id, version, 1 FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version, 0 FROM keys JOIN tombstones USING (tenant, id)"
 )
+# The WHERE repeats the version rule `plan` applied under the write lock: a second
+# guard, which never skips a row while the lock is held from the read to the commit.
 _UPSERT_SQL = (
     "INSERT INTO tickets (tenant, id, title, status, version) VALUES (?, ?, ?, ?, ?) "
     "ON CONFLICT (tenant, id) DO UPDATE SET "
-    "title = excluded.title, status = excluded.status, version = excluded.version"
+    "title = excluded.title, status = excluded.status, version = excluded.version "
+    "WHERE excluded.version > tickets.version"
 )
 _BURY_SQL = (
     "INSERT INTO tombstones (tenant, id, version) VALUES (?, ?, ?) "
-    "ON CONFLICT (tenant, id) DO UPDATE SET version = excluded.version"
+    "ON CONFLICT (tenant, id) DO UPDATE SET version = excluded.version "
+    "WHERE excluded.version > tombstones.version"
 )
 _DROP_TICKET_SQL = "DELETE FROM tickets WHERE tenant = ? AND id = ?"
 _DROP_TOMBSTONE_SQL = "DELETE FROM tombstones WHERE tenant = ? AND id = ?"
@@ -122,9 +127,9 @@ class SQLiteWriter:
             # version between the read below and the writes.
             connection.execute("BEGIN IMMEDIATE")
             try:
-                stored = self._stored_versions({change.key for change in changes})
+                stored, buried = self._stored_versions({change.key for change in changes})
                 winners, counts = plan(changes, stored)
-                self._write(list(winners.values()))
+                self._write(list(winners.values()), stored, buried)
                 connection.execute("COMMIT")
             except BaseException:
                 # Also on KeyboardInterrupt: the batch is never half applied. SQLite
@@ -158,23 +163,30 @@ class SQLiteWriter:
             raise store_error(error, self._source, "write") from None
         return len(rows)
 
-    def _stored_versions(self, keys: set[Key]) -> dict[Key, int]:
-        """Return the stored version of each of `keys` that is a ticket or a tombstone."""
+    def _stored_versions(self, keys: set[Key]) -> tuple[dict[Key, int], set[Key]]:
+        """Return the stored version of each of `keys` stored, and the keys of tombstones."""
         ordered = sorted(keys)
+        limit = self._connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 2
+        size = min(VERSION_KEYS, limit)
         stored: dict[Key, int] = {}
-        for start in range(0, len(ordered), VERSION_KEYS):
-            chunk = ordered[start : start + VERSION_KEYS]
+        buried: set[Key] = set()
+        for start in range(0, len(ordered), size):
+            chunk = ordered[start : start + size]
             sql = _VERSIONS_SQL.format(values=", ".join(["(?, ?)"] * len(chunk)))
             params = [part for key in chunk for part in key]
-            for tenant, ticket_id, version in self._connection.execute(sql, params):
+            for tenant, ticket_id, version, alive in self._connection.execute(sql, params):
                 stored[(tenant, ticket_id)] = version
-        return stored
+                if not alive:
+                    buried.add((tenant, ticket_id))
+        return stored, buried
 
-    def _write(self, winners: list[Change]) -> None:
+    def _write(self, winners: list[Change], stored: dict[Key, int], buried: set[Key]) -> None:
+        """Write the winners; drop only the rows that are there (a tombstone, a ticket)."""
         upserts = [c for c in winners if c.op == "upsert"]
         deletes = [c for c in winners if c.op == "delete"]
         execute = self._connection.executemany
-        execute(_DROP_TOMBSTONE_SQL, [c.key for c in upserts])
+        execute(_DROP_TOMBSTONE_SQL, [c.key for c in upserts if c.key in buried])
         execute(_UPSERT_SQL, [(c.tenant, c.id, c.title, c.status, c.version) for c in upserts])
-        execute(_DROP_TICKET_SQL, [c.key for c in deletes])
+        alive = [c.key for c in deletes if c.key in stored and c.key not in buried]
+        execute(_DROP_TICKET_SQL, alive)
         execute(_BURY_SQL, [(c.tenant, c.id, c.version) for c in deletes])
