@@ -23,7 +23,12 @@ from ticket_tools import (
 )
 from ticket_tools.arguments import parse_arguments
 from ticket_tools.catalog import REGISTRY
-from ticket_tools.exports import FORMATS, ExportFormat, declaration_schema, export_declarations
+from ticket_tools.declarations.exports import (
+    FORMATS,
+    ExportFormat,
+    declaration_schema,
+    export_declarations,
+)
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from wide_ids import SIX, widened
 

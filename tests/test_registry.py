@@ -22,7 +22,6 @@ from ticket_tools.arguments import Arguments
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.filters import STATUS_ARG, filter_from
 from ticket_tools.outcome import success
-from ticket_tools.registry import READ_ONLY, Annotations
 
 ALPHA_104 = {"ok": True, "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"}}
 
@@ -95,7 +94,6 @@ DEMO_TOOL = Tool(
     description="Count the organisation's tickets, optionally of one status.",
     arguments=(STATUS_ARG,),
     handler=_count,
-    annotations=READ_ONLY,
 )
 
 
@@ -123,44 +121,6 @@ def test_an_argument_declared_twice_raises() -> None:
     arguments = (Arg("n", "integer", ""), Arg("m", "integer", ""), Arg("n", "string", ""))
     with pytest.raises(ValueError, match=r"^tool 'probe': argument 'n' is declared twice$"):
         Tool("probe", "A probe.", arguments, RecordingHandler())
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "problem"),
-    [
-        pytest.param(
-            {"read_only": 1, "destructive": False, "idempotent": True, "open_world": False},
-            "read_only must be True or False",
-            id="read-only-int",
-        ),
-        pytest.param(
-            {"read_only": True, "destructive": False, "idempotent": True, "open_world": None},
-            "open_world must be True or False",
-            id="open-world-none",
-        ),
-        pytest.param(
-            {"read_only": True, "destructive": True, "idempotent": True, "open_world": False},
-            "a read-only tool is idempotent and not destructive",
-            id="read-only-destructive",
-        ),
-        pytest.param(
-            {"read_only": True, "destructive": False, "idempotent": False, "open_world": False},
-            "a read-only tool is idempotent and not destructive",
-            id="read-only-not-idempotent",
-        ),
-    ],
-)
-def test_incoherent_annotations_raise(kwargs: dict[str, object], problem: str) -> None:
-    with pytest.raises(ValueError, match=f"^annotations: {problem}$"):
-        Annotations(**kwargs)  # type: ignore[arg-type]
-
-
-def test_a_tool_that_declares_no_annotations_is_assumed_to_do_anything() -> None:
-    tool = Tool("probe", "A probe.", (), RecordingHandler())
-    # MCP's own defaults: what a host must assume of a tool that says nothing.
-    assert tool.annotations == Annotations(
-        read_only=False, destructive=True, idempotent=False, open_world=True
-    )
 
 
 class RecordingHandler:

@@ -23,7 +23,7 @@ from testkit.server import NO_RATE_LIMITS, HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import make_registry
 from ticket_tools.cli import main
-from ticket_tools.exports import FORMATS, ExportFormat, export_declarations
+from ticket_tools.declarations.exports import FORMATS, ExportFormat, export_declarations
 from ticket_tools.stores.postgres.schema import describe
 from wide_ids import SIX, numbered_records, widened
 
