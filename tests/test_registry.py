@@ -22,6 +22,7 @@ from ticket_tools.arguments import Arguments
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.filters import STATUS_ARG, filter_from
 from ticket_tools.outcome import success
+from tool_cases import valid_arguments
 
 ALPHA_104 = {"ok": True, "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"}}
 
@@ -213,9 +214,9 @@ def test_shared_order_of_checks(
         pytest.param([("tenant", "alpha"), ("can_read_tickets", True)], id="context-list"),
     ],
 )
-@pytest.mark.parametrize("name", ["get_ticket", "search_tickets"])
-def test_anything_but_a_readable_session_is_forbidden(name: str, context: object) -> None:
-    args = {"ticket_id": "TKT-104"} if name == "get_ticket" else {}
+@pytest.mark.parametrize("tool", list(REGISTRY), ids=TOOL_NAMES)
+def test_anything_but_a_readable_session_is_forbidden(tool: Tool, context: object) -> None:
+    name, args = tool.name, valid_arguments(tool)
     result = execute_tool(name, args, context, fixture_records())  # type: ignore[arg-type]
     assert result == FORBIDDEN
 
