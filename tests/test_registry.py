@@ -226,3 +226,34 @@ def test_failures_carry_only_a_code_and_the_detail_is_beside_them() -> None:
     assert outcome == Outcome(INVALID, "limit: an integer from 1 to 10")
     ok = run_tool("get_ticket", {"ticket_id": "TKT-104"}, ALPHA, fixture_records())
     assert ok == Outcome(ALPHA_104, None)
+
+
+def test_tool_cases_refuse_a_tool_whose_arguments_they_cannot_derive() -> None:
+    code = Arg(
+        "code", "string", "", required=True, pattern="[A-Z]{2}", max_length=2, pattern_rule="a code"
+    )
+    tool = Tool("probe", "A probe.", (code,), RecordingHandler())
+    with pytest.raises(
+        ValueError, match=r"^tool 'probe': no valid arguments derived; add its case here$"
+    ):
+        valid_arguments(tool)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        pytest.param((Arg("n", "integer", "", required=True),), {"n": 1}, id="integer"),
+        pytest.param((Arg("n", "integer", "", required=True, minimum=5),), {"n": 5}, id="minimum"),
+        pytest.param(
+            (Arg("s", "string", "", required=True, enum=("b", "a")),), {"s": "b"}, id="enum"
+        ),
+        pytest.param(
+            (Arg("s", "string", "", required=True, min_length=3),), {"s": "xxx"}, id="text"
+        ),
+        pytest.param((Arg("s", "string", ""),), {}, id="optional"),
+    ],
+)
+def test_tool_cases_derive_the_fewest_valid_arguments(
+    arguments: tuple[Arg, ...], expected: dict[str, object]
+) -> None:
+    assert valid_arguments(Tool("probe", "A probe.", arguments, RecordingHandler())) == expected
