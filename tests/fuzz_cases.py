@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from ticket_tools import Arg, Tool
 from ticket_tools.catalog import REGISTRY
-from ticket_tools.tickets import STATUSES, TICKET_ID_PATTERN
+from ticket_tools.tickets import ID_FORMAT, STATUSES
 
 # Tenants that prefix each other ("alpha", "alphabet"), differ only in case, or are not ASCII.
 FUZZ_TENANTS = ("alpha", "alphabet", "beta", "Alpha", "b", "ünï")
@@ -203,7 +203,7 @@ def _plain_valid_values(arg: Arg) -> st.SearchStrategy[object]:
         return st.one_of(integers, integers, integers.map(float))
     if arg.enum:
         return st.sampled_from(arg.enum)
-    if arg.pattern == TICKET_ID_PATTERN:
+    if arg.pattern == ID_FORMAT.pattern:
         return st.one_of(_AROUND_IDS, _EDGE_IDS)
     if arg.pattern is not None:
         return st.from_regex(f"(?a:{arg.pattern})", fullmatch=True).filter(
@@ -215,7 +215,7 @@ def _plain_valid_values(arg: Arg) -> st.SearchStrategy[object]:
 def _valid_value(draw: st.DrawFn, arg: Arg, ids: Sequence[str], titles: Sequence[str]) -> object:
     """Draw a value `arg` accepts, biased toward ones that hit the store's tickets."""
     from_store = _chance(draw, 70)
-    if from_store and arg.pattern == TICKET_ID_PATTERN and ids:
+    if from_store and arg.pattern == ID_FORMAT.pattern and ids:
         return _pick(draw, ids)
     if from_store and arg.type == "string" and arg.pattern is None and not arg.enum and titles:
         high = arg.max_length if arg.max_length is not None else 1_000
@@ -246,7 +246,7 @@ def _invalid_values(arg: Arg) -> st.SearchStrategy[object]:
     if arg.enum:
         first = arg.enum[0]
         strings += [first.upper(), first.title(), f" {first}", f"{first}\n", [first]]
-    if arg.pattern == TICKET_ID_PATTERN:
+    if arg.pattern == ID_FORMAT.pattern:
         strings += [
             "TKT-\u0661\u0660\u0664",  # Arabic-Indic digits: `\d` would accept them
             "TKT-\uff11\uff10\uff14",  # fullwidth digits

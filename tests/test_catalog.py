@@ -23,15 +23,19 @@ from ticket_tools import (
 )
 from ticket_tools.arguments import parse_arguments
 from ticket_tools.catalog import REGISTRY
-from ticket_tools.exports import FORMATS, ExportFormat, declaration_schema, export_declarations
+from ticket_tools.declarations.exports import (
+    FORMATS,
+    ExportFormat,
+    declaration_schema,
+    export_declarations,
+)
 from ticket_tools.stores.sqlite.store import SQLiteStore
+from tool_cases import ID_ARGUMENTS, valid_arguments
 from wide_ids import SIX, widened
 
 GOLDEN = Path(__file__).parent / "golden"
 ALPHA = {"tenant": "alpha", "can_read_tickets": True}
 SIX_DIGIT_RULE = "a ticket ID: TKT- followed by exactly six digits, such as TKT-000104"
-ID_ARGUMENTS = {"get_ticket": "ticket_id", "search_tickets": "cursor"}
-
 STORES: dict[str, Callable[[Records], Records | TicketStore]] = {
     "dict": lambda records: records,
     "sqlite": lambda records: SQLiteStore.from_records(records, id_format=SIX),
@@ -94,19 +98,23 @@ def test_every_format_declares_six_digits(fmt: ExportFormat) -> None:
     properties = {}
     for tool, declaration in zip(make_registry(SIX), declarations, strict=True):
         schema = declaration_schema(fmt, declaration)
-        argument = ID_ARGUMENTS[tool.name]
-        id_schema = schema["properties"][argument]  # type: ignore[index]
-        properties[tool.name] = {
-            key: id_schema[key] for key in ("minLength", "maxLength", "pattern")
-        }
         validator = Draft202012Validator(schema)
-        verdicts = [
-            validator.is_valid({argument: value})
-            for value in ("TKT-000104", "TKT-104", "TKT-000104\n", "TKT-0001040")
-        ]
-        assert verdicts == [True, False, False, False]
+        for argument in ID_ARGUMENTS[tool.name]:
+            id_schema = schema["properties"][argument]  # type: ignore[index]
+            properties[tool.name, argument] = {
+                key: id_schema[key] for key in ("minLength", "maxLength", "pattern")
+            }
+            verdicts = [
+                validator.is_valid({**valid_arguments(tool, SIX), argument: value})
+                for value in ("TKT-000104", "TKT-104", "TKT-000104\n", "TKT-0001040")
+            ]
+            assert verdicts == [True, False, False, False]
     six = {"minLength": 10, "maxLength": 10, "pattern": "^TKT-[0-9]{6}$"}
-    assert properties == {"get_ticket": six, "search_tickets": six}
+    brief_ids = [
+        (name, argument) for name, arguments in ID_ARGUMENTS.items() for argument in arguments
+    ]
+    assert brief_ids[:2] == [("get_ticket", "ticket_id"), ("search_tickets", "cursor")]
+    assert properties == dict.fromkeys(brief_ids, six)
 
 
 @pytest.mark.parametrize("tool", list(make_registry(SIX)), ids=lambda tool: tool.name)
@@ -169,7 +177,7 @@ def test_six_digit_calls_get_and_walk_as_the_brief_does(kind: str) -> None:
     ],
 )
 def test_a_six_digit_deployment_refuses_another_width(name: str, args: object) -> None:
-    argument = ID_ARGUMENTS[name]
+    (argument,) = ID_ARGUMENTS[name]
     outcome = run_tool(name, args, ALPHA, widened(SIX), registry=make_registry(SIX))
     assert (outcome.result, outcome.detail) == (
         {"ok": False, "code": "invalid_arguments"},

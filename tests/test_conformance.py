@@ -20,7 +20,7 @@ from argument_edges import argument_objects
 from ticket_tools import ArgError, Tool
 from ticket_tools.arguments import parse_arguments
 from ticket_tools.catalog import REGISTRY
-from ticket_tools.exports import FORMATS, declaration_schema, export_declarations
+from ticket_tools.declarations.exports import FORMATS, declaration_schema, export_declarations
 
 # The floor: at least this many generated argument objects per tool.
 MIN_EXAMPLES = 5_000

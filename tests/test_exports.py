@@ -23,11 +23,12 @@ from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.responses import FunctionToolParam
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from ticket_tools import Outcome, TicketStore, Tool, ToolRegistry, tool_declarations
-from ticket_tools.arguments import Arg, Arguments, object_schema
+from ticket_tools import Tool, ToolRegistry, tool_declarations
+from ticket_tools.arguments import Arg, object_schema
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
-from ticket_tools.exports import (
+from ticket_tools.declarations import Annotations
+from ticket_tools.declarations.exports import (
     FORMATS,
     GEMINI_REJECTED_KEYWORDS,
     ExportFormat,
@@ -36,7 +37,6 @@ from ticket_tools.exports import (
     without_keywords,
 )
 from ticket_tools.outcome import success
-from ticket_tools.registry import READ_ONLY, Annotations
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -118,12 +118,12 @@ def test_schema_part_is_the_one_derived_from_the_arguments(fmt: ExportFormat) ->
                 "name": "t",
                 "description": "d",
                 "inputSchema": "S",
-                # A tool that declares no annotations: MCP's own defaults, the cautious ones.
+                # Every tool reads through a TicketStore, which cannot write.
                 "annotations": {
-                    "readOnlyHint": False,
-                    "destructiveHint": True,
-                    "idempotentHint": False,
-                    "openWorldHint": True,
+                    "readOnlyHint": True,
+                    "destructiveHint": False,
+                    "idempotentHint": True,
+                    "openWorldHint": False,
                 },
             },
             id="mcp",
@@ -138,43 +138,48 @@ def test_shape_of_each_format(fmt: ExportFormat, expected: dict[str, object]) ->
     assert declaration == json.loads(json.dumps(expected).replace('"S"', schema))
 
 
-def test_mcp_annotations_are_each_tools_own() -> None:
-    def handler(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
-        return success()
-
-    adds = Annotations(read_only=False, destructive=False, idempotent=False, open_world=False)
-    registry = ToolRegistry(
-        [
-            Tool("reads", "d", (), handler, annotations=READ_ONLY),
-            Tool("adds", "d", (), handler, annotations=adds),
-            Tool("says_nothing", "d", (), handler),
-        ]
-    )
-    hints = [declaration["annotations"] for declaration in export_declarations("mcp", registry)]
-    assert hints == [
-        {
-            "readOnlyHint": True,
-            "destructiveHint": False,
-            "idempotentHint": True,
-            "openWorldHint": False,
-        },
-        {
-            "readOnlyHint": False,
-            "destructiveHint": False,
-            "idempotentHint": False,
-            "openWorldHint": False,
-        },
-        {
-            "readOnlyHint": False,
-            "destructiveHint": True,
-            "idempotentHint": False,
-            "openWorldHint": True,
-        },
-    ]
+def test_every_mcp_declaration_says_read_only() -> None:
+    hints = {
+        declaration["name"]: declaration["annotations"]
+        for declaration in export_declarations("mcp")
+    }
+    read_only = {
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": False,
+    }
+    assert hints == {tool.name: read_only for tool in REGISTRY}
 
 
-def test_every_registered_tool_declares_itself_read_only() -> None:
-    assert {tool.name: tool.annotations for tool in REGISTRY if tool.annotations != READ_ONLY} == {}
+@pytest.mark.parametrize(
+    ("kwargs", "problem"),
+    [
+        pytest.param(
+            {"read_only": 1, "destructive": False, "idempotent": True, "open_world": False},
+            "read_only must be True or False",
+            id="read-only-int",
+        ),
+        pytest.param(
+            {"read_only": True, "destructive": False, "idempotent": True, "open_world": None},
+            "open_world must be True or False",
+            id="open-world-none",
+        ),
+        pytest.param(
+            {"read_only": True, "destructive": True, "idempotent": True, "open_world": False},
+            "a read-only tool is idempotent and not destructive",
+            id="read-only-destructive",
+        ),
+        pytest.param(
+            {"read_only": True, "destructive": False, "idempotent": False, "open_world": False},
+            "a read-only tool is idempotent and not destructive",
+            id="read-only-not-idempotent",
+        ),
+    ],
+)
+def test_incoherent_annotations_raise(kwargs: dict[str, object], problem: str) -> None:
+    with pytest.raises(ValueError, match=f"^annotations: {problem}$"):
+        Annotations(**kwargs)  # type: ignore[arg-type]
 
 
 def test_no_gemini_schema_holds_a_rejected_keyword() -> None:

@@ -22,7 +22,7 @@ from ticket_tools.arguments import Arguments
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.filters import STATUS_ARG, filter_from
 from ticket_tools.outcome import success
-from ticket_tools.registry import READ_ONLY, Annotations
+from tool_cases import valid_arguments
 
 ALPHA_104 = {"ok": True, "ticket": {"id": "TKT-104", "title": "Settings crash", "status": "open"}}
 
@@ -95,7 +95,6 @@ DEMO_TOOL = Tool(
     description="Count the organisation's tickets, optionally of one status.",
     arguments=(STATUS_ARG,),
     handler=_count,
-    annotations=READ_ONLY,
 )
 
 
@@ -123,44 +122,6 @@ def test_an_argument_declared_twice_raises() -> None:
     arguments = (Arg("n", "integer", ""), Arg("m", "integer", ""), Arg("n", "string", ""))
     with pytest.raises(ValueError, match=r"^tool 'probe': argument 'n' is declared twice$"):
         Tool("probe", "A probe.", arguments, RecordingHandler())
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "problem"),
-    [
-        pytest.param(
-            {"read_only": 1, "destructive": False, "idempotent": True, "open_world": False},
-            "read_only must be True or False",
-            id="read-only-int",
-        ),
-        pytest.param(
-            {"read_only": True, "destructive": False, "idempotent": True, "open_world": None},
-            "open_world must be True or False",
-            id="open-world-none",
-        ),
-        pytest.param(
-            {"read_only": True, "destructive": True, "idempotent": True, "open_world": False},
-            "a read-only tool is idempotent and not destructive",
-            id="read-only-destructive",
-        ),
-        pytest.param(
-            {"read_only": True, "destructive": False, "idempotent": False, "open_world": False},
-            "a read-only tool is idempotent and not destructive",
-            id="read-only-not-idempotent",
-        ),
-    ],
-)
-def test_incoherent_annotations_raise(kwargs: dict[str, object], problem: str) -> None:
-    with pytest.raises(ValueError, match=f"^annotations: {problem}$"):
-        Annotations(**kwargs)  # type: ignore[arg-type]
-
-
-def test_a_tool_that_declares_no_annotations_is_assumed_to_do_anything() -> None:
-    tool = Tool("probe", "A probe.", (), RecordingHandler())
-    # MCP's own defaults: what a host must assume of a tool that says nothing.
-    assert tool.annotations == Annotations(
-        read_only=False, destructive=True, idempotent=False, open_world=True
-    )
 
 
 class RecordingHandler:
@@ -253,9 +214,9 @@ def test_shared_order_of_checks(
         pytest.param([("tenant", "alpha"), ("can_read_tickets", True)], id="context-list"),
     ],
 )
-@pytest.mark.parametrize("name", ["get_ticket", "search_tickets"])
-def test_anything_but_a_readable_session_is_forbidden(name: str, context: object) -> None:
-    args = {"ticket_id": "TKT-104"} if name == "get_ticket" else {}
+@pytest.mark.parametrize("tool", list(REGISTRY), ids=TOOL_NAMES)
+def test_anything_but_a_readable_session_is_forbidden(tool: Tool, context: object) -> None:
+    name, args = tool.name, valid_arguments(tool)
     result = execute_tool(name, args, context, fixture_records())  # type: ignore[arg-type]
     assert result == FORBIDDEN
 
@@ -265,3 +226,34 @@ def test_failures_carry_only_a_code_and_the_detail_is_beside_them() -> None:
     assert outcome == Outcome(INVALID, "limit: an integer from 1 to 10")
     ok = run_tool("get_ticket", {"ticket_id": "TKT-104"}, ALPHA, fixture_records())
     assert ok == Outcome(ALPHA_104, None)
+
+
+def test_tool_cases_refuse_a_tool_whose_arguments_they_cannot_derive() -> None:
+    code = Arg(
+        "code", "string", "", required=True, pattern="[A-Z]{2}", max_length=2, pattern_rule="a code"
+    )
+    tool = Tool("probe", "A probe.", (code,), RecordingHandler())
+    with pytest.raises(
+        ValueError, match=r"^tool 'probe': no valid arguments derived; add its case here$"
+    ):
+        valid_arguments(tool)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        pytest.param((Arg("n", "integer", "", required=True),), {"n": 1}, id="integer"),
+        pytest.param((Arg("n", "integer", "", required=True, minimum=5),), {"n": 5}, id="minimum"),
+        pytest.param(
+            (Arg("s", "string", "", required=True, enum=("b", "a")),), {"s": "b"}, id="enum"
+        ),
+        pytest.param(
+            (Arg("s", "string", "", required=True, min_length=3),), {"s": "xxx"}, id="text"
+        ),
+        pytest.param((Arg("s", "string", ""),), {}, id="optional"),
+    ],
+)
+def test_tool_cases_derive_the_fewest_valid_arguments(
+    arguments: tuple[Arg, ...], expected: dict[str, object]
+) -> None:
+    assert valid_arguments(Tool("probe", "A probe.", arguments, RecordingHandler())) == expected

@@ -11,9 +11,6 @@ from ticket_tools.tickets import (
     ID_FORMAT,
     MAX_ID_DIGITS,
     MIN_ID_DIGITS,
-    TICKET_ID_LENGTH,
-    TICKET_ID_PATTERN,
-    TICKET_ID_RULE,
     public_view,
     ticket_id_arg,
 )
@@ -35,7 +32,7 @@ def test_ticket_id_arg_declares_the_id_format(required: bool, kwargs: dict[str, 
         min_length=7,
         max_length=7,
         pattern="TKT-[0-9]{3}",
-        pattern_rule=TICKET_ID_RULE,
+        pattern_rule="a ticket ID: TKT- followed by exactly three digits, such as TKT-104",
     )
 
 
@@ -94,7 +91,7 @@ def test_the_default_id_format_is_the_briefs() -> None:
         "TKT-[0-9]{3}",
         7,
         "a ticket ID: TKT- followed by exactly three digits, such as TKT-104",
-    ) == (ID_FORMAT, TICKET_ID_PATTERN, TICKET_ID_LENGTH, TICKET_ID_RULE)
+    ) == (ID_FORMAT, ID_FORMAT.pattern, ID_FORMAT.length, ID_FORMAT.rule)
 
 
 def test_every_allowed_width_has_its_word() -> None:

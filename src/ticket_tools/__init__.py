@@ -1,9 +1,8 @@
 """Read-only help-desk ticket tools for a language-model assistant."""
 
 from ticket_tools.arguments import Arg, ArgError
-from ticket_tools.catalog import make_registry
+from ticket_tools.catalog import make_registry, tool_declarations
 from ticket_tools.execute import Context, execute_tool, run_tool
-from ticket_tools.exports import tool_declarations
 from ticket_tools.filters import TicketFilter
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.outcome import Code, Outcome

@@ -14,40 +14,6 @@ Handler = Callable[[Arguments, str, TicketStore], Outcome]
 
 
 @dataclass(frozen=True)
-class Annotations:
-    """What calling a tool does besides answering: the hints a host reads to ask for consent.
-
-    They are MCP's tool annotations (readOnlyHint, destructiveHint, idempotentHint,
-    openWorldHint): hints a host may show or act on, never a security boundary.
-    """
-
-    read_only: bool
-    """It changes nothing, anywhere."""
-    destructive: bool
-    """It may delete or overwrite what exists (False: it only adds). Never with read_only."""
-    idempotent: bool
-    """A second identical call changes nothing more. Always with read_only."""
-    open_world: bool
-    """It reaches beyond this service's own data (the web, another system)."""
-
-    def __post_init__(self) -> None:
-        for name in ("read_only", "destructive", "idempotent", "open_world"):
-            if type(getattr(self, name)) is not bool:
-                raise ValueError(f"annotations: {name} must be True or False")
-        # MCP reads destructive and idempotent only when read_only is false;
-        # a read-only tool that claims otherwise says two things at once.
-        if self.read_only and (self.destructive or not self.idempotent):
-            raise ValueError("annotations: a read-only tool is idempotent and not destructive")
-
-
-READ_ONLY = Annotations(read_only=True, destructive=False, idempotent=True, open_world=False)
-"""Reads this service's own data and changes nothing: both of today's tools."""
-
-ANY_EFFECT = Annotations(read_only=False, destructive=True, idempotent=False, open_world=True)
-"""MCP's own defaults, what a host must assume of a tool that declares nothing."""
-
-
-@dataclass(frozen=True)
 class Tool:
     """One tool: what the model reads about it, its arguments, and what runs it."""
 
@@ -59,8 +25,6 @@ class Tool:
     """The argument declaration: source of both the runtime check and the schema."""
     handler: Handler
     """Called only after the arguments parsed and read permission was granted."""
-    annotations: Annotations = ANY_EFFECT
-    """What a call does besides answering; a tool that says nothing is assumed to do anything."""
 
     def __post_init__(self) -> None:
         names = [arg.name for arg in self.arguments]

@@ -95,10 +95,6 @@ class IdFormat:
 ID_FORMAT = IdFormat()
 """The brief's format, TKT- and three digits: what `execute_tool` and `REGISTRY` take."""
 
-TICKET_ID_PATTERN = ID_FORMAT.pattern
-TICKET_ID_LENGTH = ID_FORMAT.length
-TICKET_ID_RULE = ID_FORMAT.rule
-
 
 class Ticket(TypedDict):
     """The only fields that ever leave the store."""

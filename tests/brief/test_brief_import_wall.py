@@ -24,7 +24,12 @@ from brief_table import ACCEPTANCE
 from ticket_tools import tool_declarations
 
 PACKAGE = "ticket_tools"
-OPTIONAL_LAYERS = ("ticket_tools.stores", "ticket_tools.serve", "ticket_tools.cli")
+OPTIONAL_LAYERS = (
+    "ticket_tools.stores",
+    "ticket_tools.serve",
+    "ticket_tools.cli",
+    "ticket_tools.declarations",
+)
 PACKAGE_DIR = Path(ticket_tools.__file__).parent
 # The brief: the package's own top-level modules and its tools/ folder, nothing deeper.
 BRIEF_DIRS = (PACKAGE_DIR, PACKAGE_DIR / "tools")

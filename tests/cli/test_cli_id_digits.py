@@ -23,8 +23,9 @@ from testkit.server import NO_RATE_LIMITS, HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import make_registry
 from ticket_tools.cli import main
-from ticket_tools.exports import FORMATS, ExportFormat, export_declarations
+from ticket_tools.declarations.exports import FORMATS, ExportFormat, export_declarations
 from ticket_tools.stores.postgres.schema import describe
+from tool_cases import ID_ARGUMENTS
 from wide_ids import SIX, numbered_records, widened
 
 Captured = pytest.CaptureFixture[str]
@@ -248,7 +249,8 @@ async def _walk(session: ClientSession) -> tuple[list[object], list[str], dict[s
     listed = await session.list_tools()
     patterns = [
         tool.input_schema["properties"][argument]["pattern"]
-        for tool, argument in zip(listed.tools, ("ticket_id", "cursor"), strict=True)
+        for tool in listed.tools
+        for argument in ID_ARGUMENTS[tool.name]
     ]
     ids: list[str] = []
     cursor: object = None

@@ -40,6 +40,7 @@ from expected import (
     BETA_T104,
     BETA_T108,
     T104,
+    TOOL_NAMES,
 )
 from http_support import (
     INITIALIZE,
@@ -54,8 +55,10 @@ from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import execute_tool, fixture_records
 from ticket_tools.acceptance import CALLS, AcceptanceCall
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
 from ticket_tools.serve.protocol import loopback_aliases
+from tool_cases import invalid_arguments, valid_arguments
 
 pytestmark = pytest.mark.anyio
 
@@ -281,8 +284,8 @@ def test_the_protected_resource_metadata_is_served(server: HttpServer) -> None:
 
 ISSUER_URL = "https://idp.example.test/"
 
-BAD_ARGS = {"get_ticket": {"ticket_id": "104"}, "search_tickets": {"limit": 0}}
-GOOD_ARGS = {"get_ticket": {"ticket_id": "TKT-104"}, "search_tickets": {}}
+BAD_ARGS = {tool.name: invalid_arguments(tool) for tool in REGISTRY}
+GOOD_ARGS = {tool.name: valid_arguments(tool) for tool in REGISTRY}
 
 
 @pytest.mark.parametrize(
@@ -298,7 +301,7 @@ async def test_without_the_read_scope_every_tool_is_forbidden_after_argument_che
     server: HttpServer, token: Callable[..., str], scope: dict[str, object]
 ) -> None:
     async with connect(server.url, token("alpha", "reader-without-scope", **scope)) as session:
-        for name in ("get_ticket", "search_tickets"):
+        for name in TOOL_NAMES:
             bad = await result(session, name, BAD_ARGS[name])
             assert bad == {"ok": False, "code": "invalid_arguments"}
             good = await result(session, name, GOOD_ARGS[name])
@@ -646,7 +649,7 @@ def test_tools_list_with_a_cursor_is_invalid_params(
     )
     status, _, got = post(server.url, rpc("tools/list", {}, 6), bearer, headers)
     names = [tool["name"] for tool in json.loads(got)["result"]["tools"]]
-    assert (status, names) == (200, ["get_ticket", "search_tickets"])
+    assert (status, names) == (200, list(TOOL_NAMES))
 
 
 AUDIT_FIELDS = [

@@ -35,7 +35,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from expected import ALPHA, ALPHA_NO_READ, T101, T104, T107, T112
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.exports import export_declarations
+from ticket_tools.declarations.exports import export_declarations
 
 pytestmark = pytest.mark.anyio
 

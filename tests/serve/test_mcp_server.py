@@ -31,7 +31,7 @@ from ticket_tools import execute_tool, fixture_records, run_tool
 from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
-from ticket_tools.exports import export_declarations
+from ticket_tools.declarations.exports import export_declarations
 from ticket_tools.filters import TicketFilter
 from ticket_tools.outcome import Outcome
 from ticket_tools.serve import server as mcp_server

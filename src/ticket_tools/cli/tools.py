@@ -16,8 +16,8 @@ from ticket_tools.cli.stores import (
     id_format_of,
     open_store,
 )
+from ticket_tools.declarations.exports import FORMATS, export_declarations
 from ticket_tools.execute import run_tool
-from ticket_tools.exports import FORMATS, export_declarations
 from ticket_tools.stores.records import IdWidthError
 
 CALL_EPILOG = """exit status:

@@ -50,8 +50,8 @@ from mcp.server import Server, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.declarations.exports import export_declarations
 from ticket_tools.execute import Context, check_call
-from ticket_tools.exports import export_declarations
 from ticket_tools.outcome import Outcome
 from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.stdio import stdio_transport

@@ -6,7 +6,7 @@ from typing import cast
 
 from ticket_tools.arguments import Arguments
 from ticket_tools.outcome import Outcome, failure, success
-from ticket_tools.registry import READ_ONLY, Tool
+from ticket_tools.registry import Tool
 from ticket_tools.store import TicketStore
 from ticket_tools.tickets import IdFormat, ticket_id_arg
 
@@ -38,5 +38,4 @@ def make_tool(id_format: IdFormat) -> Tool:
             ),
         ),
         handler=_get_ticket,
-        annotations=READ_ONLY,
     )

@@ -7,7 +7,7 @@ from typing import cast
 from ticket_tools.arguments import Arg, Arguments
 from ticket_tools.filters import QUERY_ARG, STATUS_ARG, filter_from
 from ticket_tools.outcome import Outcome, success
-from ticket_tools.registry import READ_ONLY, Tool
+from ticket_tools.registry import Tool
 from ticket_tools.store import TicketStore
 from ticket_tools.tickets import IdFormat, ticket_id_arg
 
@@ -65,5 +65,4 @@ def make_tool(id_format: IdFormat) -> Tool:
             ),
         ),
         handler=_search_tickets,
-        annotations=READ_ONLY,
     )

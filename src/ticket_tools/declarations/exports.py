@@ -2,7 +2,8 @@
 
 Every format wraps the same `object_schema(tool.arguments)`; the only change a
 format makes to that schema is removing the keywords its API documents as
-rejected (docs/declarations.md, "Sources read for these decisions", cites them).
+rejected (docs/declarations.md, "Sources read for these decisions", cites them). The brief's
+own format, `ticket_tools.tool_declarations()`, is the "json-schema" one.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import Literal, cast, get_args
 
 from ticket_tools.arguments import object_schema
-from ticket_tools.catalog import REGISTRY
-from ticket_tools.registry import Annotations, Tool, ToolRegistry
+from ticket_tools.catalog import REGISTRY, tool_declarations
+from ticket_tools.declarations.annotations import READ_ONLY, mcp_annotations
+from ticket_tools.registry import Tool, ToolRegistry
 
 ExportFormat = Literal["json-schema", "openai", "openai-chat", "anthropic", "gemini", "mcp"]
 FORMATS: tuple[ExportFormat, ...] = get_args(ExportFormat)
@@ -40,22 +42,9 @@ OPENAI_STRICT = False
 GEMINI_REJECTED_KEYWORDS: tuple[str, ...] = ("$schema",)
 
 
-def mcp_annotations(annotations: Annotations) -> dict[str, bool]:
-    """Spell a tool's annotations as MCP's hints, e.g. {"readOnlyHint": True, ...}."""
-    return {
-        "readOnlyHint": annotations.read_only,
-        "destructiveHint": annotations.destructive,
-        "idempotentHint": annotations.idempotent,
-        "openWorldHint": annotations.open_world,
-    }
-
-
 def _json_schema(tool: Tool) -> dict[str, object]:
-    return {
-        "name": tool.name,
-        "description": tool.description,
-        "parameters": object_schema(tool.arguments),
-    }
+    (declaration,) = tool_declarations(ToolRegistry([tool]))
+    return declaration
 
 
 def _openai(tool: Tool) -> dict[str, object]:
@@ -106,7 +95,7 @@ def _mcp(tool: Tool) -> dict[str, object]:
         "name": tool.name,
         "description": tool.description,
         "inputSchema": object_schema(tool.arguments),
-        "annotations": mcp_annotations(tool.annotations),
+        "annotations": mcp_annotations(READ_ONLY),
     }
 
 
@@ -126,11 +115,6 @@ def export_declarations(
     """Return every registered tool's declaration in format `fmt`, in registry order."""
     exporter = _EXPORTERS[fmt]
     return [exporter(tool) for tool in registry]
-
-
-def tool_declarations(registry: ToolRegistry = REGISTRY) -> list[dict[str, object]]:
-    """Return {"name", "description", "parameters"} for each tool, in registry order."""
-    return export_declarations("json-schema", registry)
 
 
 def declaration_schema(fmt: ExportFormat, declaration: Mapping[str, object]) -> dict[str, object]:
