@@ -38,7 +38,7 @@ from mcp.shared.inbound import (
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ticket_tools.exports import export_declarations
+from ticket_tools.declarations import export_declarations
 from ticket_tools.serve.server import ToolCalls
 
 VERSION = "2026-07-28"
