@@ -24,11 +24,13 @@ from ticket_tools.cli.inputs import os_reason
 from ticket_tools.cli.stores import (
     POSTGRES_ENV,
     add_id_digits_option,
+    add_raw_titles_option,
     id_format_of,
     postgres_dsn,
     require_postgres,
 )
 from ticket_tools.stores.feed import MAX_LINE_BYTES, Change, Counts, FeedError, parse_change
+from ticket_tools.stores.text import clean_change, titles_cleaned
 from ticket_tools.tickets import IdFormat
 
 # A batch is committed at this many changes: large enough that a commit's cost is
@@ -78,6 +80,8 @@ class Applied:
 
     changes: int
     counts: Counts
+    cleaned: int = 0
+    """Titles the clean-text rules changed (`stores.text`), stale changes' included."""
 
 
 # What the reading thread hands over: a line, the error that ended reading, or None at the end.
@@ -93,6 +97,7 @@ def apply_feed(
     on_commit: Callable[[Applied], None] | None = None,
     batch_changes: int | None = None,
     batch_seconds: float | None = None,
+    raw_titles: bool = False,
 ) -> Applied:
     """Read `stream` to its end, applying its changes in batches; return the totals.
 
@@ -100,7 +105,8 @@ def apply_feed(
     before it, and FeedReadError if reading fails, likewise. A KeyboardInterrupt loses
     only the open batch (the writer rolls back a batch it was applying). A batch holds
     `batch_changes` (default BATCH_CHANGES) changes at most, and is committed at most
-    `batch_seconds` (default BATCH_SECONDS) after its first change was read.
+    `batch_seconds` (default BATCH_SECONDS) after its first change was read. Titles are
+    cleaned (`stores.text`) unless `raw_titles`.
     """
     lines: queue.Queue[_Item] = queue.Queue(maxsize=READ_AHEAD_LINES)
     stop = threading.Event()
@@ -113,6 +119,7 @@ def apply_feed(
             on_commit,
             BATCH_CHANGES if batch_changes is None else batch_changes,
             BATCH_SECONDS if batch_seconds is None else batch_seconds,
+            raw_titles=raw_titles,
         )
     finally:
         stop.set()
@@ -124,16 +131,21 @@ def _apply_lines(
     on_commit: Callable[[Applied], None] | None,
     batch_changes: int,
     batch_seconds: float,
+    *,
+    raw_titles: bool,
 ) -> Applied:
     batch: list[Change] = []
+    batch_cleaned = 0
     total = Applied(0, Counts())
     deadline = 0.0
 
     def commit() -> None:
-        nonlocal total
+        nonlocal total, batch_cleaned
         if batch:
-            total = Applied(total.changes + len(batch), total.counts + writer.apply(batch))
+            counts = total.counts + writer.apply(batch)
+            total = Applied(total.changes + len(batch), counts, total.cleaned + batch_cleaned)
             batch.clear()
+            batch_cleaned = 0
             if on_commit is not None:
                 on_commit(total)
 
@@ -156,11 +168,13 @@ def _apply_lines(
             continue  # a blank line, such as one at the very end
         try:
             change = parse_change(line.removesuffix(b"\n"), id_format=writer.id_format)
+            change, cleaned = clean_change(change, raw=raw_titles)
             writer.check(change)
         except FeedError as error:
             commit()
             raise FeedLineError(number, str(error)) from None
         batch.append(change)
+        batch_cleaned += cleaned
         if len(batch) == 1:
             deadline = time.monotonic() + batch_seconds
         if len(batch) >= batch_changes:
@@ -240,6 +254,7 @@ def add_commands(commands: Commands) -> None:
         f"role (default: ${POSTGRES_ENV})",
     )
     add_id_digits_option(apply)
+    add_raw_titles_option(apply)
     apply.set_defaults(run=run_apply)
 
 
@@ -263,7 +278,10 @@ def run_apply(options: argparse.Namespace) -> int:
         progress = Progress(sys.stderr) if sys.stderr.isatty() else None
         try:
             applied = apply_feed(
-                stream, writer, on_commit=None if progress is None else progress.update
+                stream,
+                writer,
+                on_commit=None if progress is None else progress.update,
+                raw_titles=options.raw_titles,
             )
         except FeedLineError as error:
             raise CommandError(f"{source} {error}") from None
@@ -273,7 +291,10 @@ def run_apply(options: argparse.Namespace) -> int:
             if progress is not None:
                 progress.finish()
             writer.close()
-    print(f"applied {applied.changes} changes from {source} to {target}: {applied.counts}")
+    print(
+        f"applied {applied.changes} changes from {source} to {target}: {applied.counts}"
+        f"{titles_cleaned(applied.cleaned)}"
+    )
     return 0
 
 
