@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ def _search(capsys: Captured, store: list[str], args: dict[str, object]) -> Any:
     return json.loads(capsys.readouterr().out)
 
 
-def _page(tickets: list[dict[str, str]]) -> dict[str, object]:
+def _page(tickets: Sequence[object]) -> dict[str, object]:
     return {"ok": True, "tickets": tickets, "next_cursor": None}
 
 

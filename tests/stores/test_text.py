@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import cast
 
 import pytest
 
@@ -137,7 +138,7 @@ def test_clean_records_changes_titles_alone_and_counts_them() -> None:
         },
         1,
     )
-    assert kept["a:TKT-101"] is clean  # an unchanged ticket is not copied
+    assert cast(dict[str, object], kept)["a:TKT-101"] is clean  # an unchanged ticket is not copied
     assert dirty["title"] == "Lo\u200bgin"  # the caller's value is not modified
     assert clean_records(records, raw=True) == (records, 0)
 
