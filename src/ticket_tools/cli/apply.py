@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import BinaryIO, Protocol, TextIO, cast
@@ -30,11 +30,13 @@ from ticket_tools.cli.lines import Event, LineReader
 from ticket_tools.cli.stores import (
     POSTGRES_ENV,
     add_id_digits_option,
+    add_raw_titles_option,
     id_format_of,
     postgres_dsn,
     require_postgres,
 )
 from ticket_tools.stores.feed import MAX_LINE_BYTES, Change, Counts, FeedError, parse_change
+from ticket_tools.stores.text import clean_change, titles_cleaned
 from ticket_tools.tickets import IdFormat
 
 # A batch is committed at this many changes: large enough that a commit's cost is
@@ -90,6 +92,8 @@ class Applied:
     """Refused lines handed to `set_aside` instead of stopping the run."""
     woken: bool = False
     """Whether the run stopped at its wake-up (SIGTERM) before the feed's end."""
+    cleaned: int = 0
+    """Titles the clean-text rules changed (`stores.text`), stale changes' included."""
 
 
 SetAside = Callable[[int, str, bytes], None]
@@ -105,6 +109,7 @@ def apply_feed(
     batch_seconds: float | None = None,
     set_aside: SetAside | None = None,
     wake_fd: int | None = None,
+    raw_titles: bool = False,
 ) -> Applied:
     """Read `stream` to its end, applying its changes in batches; return the totals.
 
@@ -116,22 +121,29 @@ def apply_feed(
     KeyboardInterrupt loses only the open batch (the writer rolls back a batch it was
     applying). A batch holds `batch_changes` (default BATCH_CHANGES) changes at most,
     and is committed at most `batch_seconds` (default BATCH_SECONDS) after its first
-    change was read.
+    change was read. Titles are cleaned (`stores.text`) unless `raw_titles`.
     """
     # Past the limit by a byte is enough for parse_change to know a line is too long.
     reader = LineReader(stream.fileno(), limit=MAX_LINE_BYTES + 1, wake_fd=wake_fd)
     batch: list[Change] = []
+    batch_cleaned = 0
     total = Applied(0, Counts())
     deadline = 0.0
     most = BATCH_CHANGES if batch_changes is None else batch_changes
     seconds = BATCH_SECONDS if batch_seconds is None else batch_seconds
 
     def commit() -> None:
-        nonlocal total
+        nonlocal total, batch_cleaned
         if batch:
             counts = total.counts + writer.apply(batch)
-            total = Applied(total.changes + len(batch), counts, total.set_aside)
+            total = replace(
+                total,
+                changes=total.changes + len(batch),
+                counts=counts,
+                cleaned=total.cleaned + batch_cleaned,
+            )
             batch.clear()
+            batch_cleaned = 0
             if on_commit is not None:
                 on_commit(total)
 
@@ -147,21 +159,23 @@ def apply_feed(
             continue
         if isinstance(item, Event):
             commit()
-            return Applied(total.changes, total.counts, total.set_aside, item is Event.WOKEN)
+            return replace(total, woken=item is Event.WOKEN)
         number += 1
         if not item.strip():
             continue  # a blank line, such as one at the very end
         try:
             change = parse_change(item.removesuffix(b"\n"), id_format=writer.id_format)
+            change, cleaned = clean_change(change, raw=raw_titles)
             writer.check(change)
         except FeedError as error:
             if set_aside is None:
                 commit()
                 raise FeedLineError(number, str(error)) from None
             set_aside(number, str(error), item)
-            total = Applied(total.changes, total.counts, total.set_aside + 1)
+            total = replace(total, set_aside=total.set_aside + 1)
             continue
         batch.append(change)
+        batch_cleaned += cleaned
         if len(batch) == 1:
             deadline = time.monotonic() + seconds
         if len(batch) >= most:
@@ -223,6 +237,7 @@ def add_commands(commands: Commands) -> None:
         "number, the rule it broke, the line) and go on; exit 3 if any were",
     )
     add_id_digits_option(apply)
+    add_raw_titles_option(apply)
     apply.set_defaults(run=run_apply)
 
 
@@ -263,12 +278,16 @@ def run_apply(options: argparse.Namespace) -> int:
                 on_commit=None if progress is None else progress.update,
                 set_aside=None if letters is None else letters.set_aside,
                 wake_fd=wake_fd,
+                raw_titles=options.raw_titles,
             )
         except FeedLineError as error:
             raise CommandError(f"{source} {error}") from None
         except FeedReadError as error:
             raise CommandError(f"cannot read {source}: {error}") from None
-    print(f"applied {applied.changes} changes from {source} to {target}: {applied.counts}")
+    print(
+        f"applied {applied.changes} changes from {source} to {target}: {applied.counts}"
+        f"{titles_cleaned(applied.cleaned)}"
+    )
     aside = f"{applied.set_aside} lines set aside in {options.dead_letter}"
     if applied.woken:
         terminated = "terminated (SIGTERM)"

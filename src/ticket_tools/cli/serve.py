@@ -8,6 +8,7 @@ token, so it has no `--tenant` to mistake for a restriction.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import math
 import re
@@ -335,9 +336,16 @@ def _run_http(options: argparse.Namespace) -> int:
     )
     id_format = id_format_of(options)
     # The PostgreSQL store gives up when the server does, with one connection per worker.
+    cleaned: list[int] = [0]
     store = open_store(
-        options, id_format, timeout=worker_limits.timeout, connections=worker_limits.workers
+        options,
+        id_format,
+        timeout=worker_limits.timeout,
+        connections=worker_limits.workers,
+        on_titles_cleaned=cleaned.append,
     )
+    replica_options = dataclasses.replace(replica_options, titles_cleaned=cleaned[-1])
+    settings = dataclasses.replace(settings, replica=replica_options)
     try:
         http_server.serve_http(settings, store, registry=make_registry(id_format))
     except http_server.ServeError as error:

@@ -19,6 +19,7 @@ from ticket_tools.store import Records, TicketStore
 from ticket_tools.stores.records import RecordsError, record_rows
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
+from ticket_tools.stores.text import clean_records, titles_cleaned
 from ticket_tools.tickets import (
     DEFAULT_ID_DIGITS,
     ID_FORMAT,
@@ -61,6 +62,17 @@ def add_store_options(parser: argparse.ArgumentParser) -> None:
         help="a PostgreSQL ticket database, connecting as the reader role "
         f"(default: ${POSTGRES_ENV}, unless --records or --db is given)",
     )
+    add_raw_titles_option(parser)
+
+
+def add_raw_titles_option(parser: argparse.ArgumentParser) -> None:
+    """Add --raw-titles, which keeps a records file's or feed's titles as they are."""
+    parser.add_argument(
+        "--raw-titles",
+        action="store_true",
+        help="keep titles as given, invisible characters included (default: removed, "
+        "docs/input-rules.md); the length bound still applies",
+    )
 
 
 def add_id_digits_option(parser: argparse.ArgumentParser) -> None:
@@ -98,17 +110,23 @@ def open_store(
     *,
     timeout: float | None = None,
     connections: int | None = None,
+    on_titles_cleaned: Callable[[int], None] | None = None,
 ) -> Records | TicketStore:
     """Open the store the options name (`add_store_options`); the fixture store by default.
 
     A records file is checked, and a database opened, for ticket IDs of `id_format`.
     `timeout` and `connections` size a PostgreSQL store: its statement and pool timeouts,
     and its pool (`serve http` gives its deadline per call and its store workers).
+    A records file's titles are cleaned (`stores.text`), and `on_titles_cleaned` told how
+    many changed.
     """
     if options.db is not None:
         return SQLiteStore.open(options.db, id_format=id_format)
     if options.records is not None:
-        return _load_records(options.records, id_format)
+        records, cleaned = _load_records(options.records, id_format, options.raw_titles)
+        if on_titles_cleaned is not None:
+            on_titles_cleaned(cleaned)
+        return records
     dsn = postgres_dsn(options)
     if dsn is None:
         return fixture_records()
@@ -154,6 +172,7 @@ def add_commands(commands: Commands) -> None:
         "built beside the old one and swapped in atomically (docs/feed.md)",
     )
     add_id_digits_option(load)
+    add_raw_titles_option(load)
     load.set_defaults(run=_run_import)
 
 
@@ -174,14 +193,14 @@ def require_postgres() -> None:
         raise CommandError("--postgres needs psycopg: pip install 'ticket-tools[postgres]'")
 
 
-def _load_records(path: Path, id_format: IdFormat) -> Records:
-    records = read_records(path)
+def _load_records(path: Path, id_format: IdFormat, raw_titles: bool) -> tuple[Records, int]:
     # The rules import applies, so that --records and --db answer alike for one file.
     try:
+        records, cleaned = clean_records(read_records(path), raw=raw_titles)
         record_rows(records, id_format=id_format)
     except RecordsError as error:
         raise CommandError(f"{path}: {error}") from None
-    return cast(Records, records)
+    return cast(Records, records), cleaned
 
 
 def _run_import(options: argparse.Namespace) -> int:
@@ -206,7 +225,13 @@ def _run_import(options: argparse.Namespace) -> int:
             else _postgres_importer(dsn, options, id_format)
         )
     # Checked once, by the import itself, before anything is written.
-    records = cast(Records, read_records(options.records))
+    try:
+        cleaned_records, cleaned = clean_records(
+            read_records(options.records), raw=options.raw_titles
+        )
+    except RecordsError as error:
+        raise CommandError(f"{options.records}: {error}") from None
+    records = cast(Records, cleaned_records)
     bar = None
     if (
         sys.stderr.isatty()
@@ -222,9 +247,9 @@ def _run_import(options: argparse.Namespace) -> int:
         if bar is not None:
             bar.finish()
     if options.replace:
-        print(f"replaced the tickets of {target} with {count}")
+        print(f"replaced the tickets of {target} with {count}{titles_cleaned(cleaned)}")
     else:
-        print(f"imported {count} tickets into {target}")
+        print(f"imported {count} tickets into {target}{titles_cleaned(cleaned)}")
     return 0
 
 

@@ -81,6 +81,11 @@ class Metrics:
             "MCP sessions open now (0 with --stateless).",
             registry=registry,
         )
+        self.titles_cleaned = Counter(
+            "ticket_tools_titles_cleaned",
+            "Titles of --records whose invisible characters were removed when loaded.",
+            registry=registry,
+        )
         self.ready = Gauge(
             "ticket_tools_ready",
             "1 while /readyz answers 200: the store answered its probe and no drain is on.",

@@ -62,6 +62,8 @@ class ReplicaOptions:
     """How long SIGTERM waits for the calls in flight (`--grace`)."""
     metrics_address: tuple[str, int] | None = None
     """Serve /metrics on this HOST, PORT of its own instead of the MCP listener."""
+    titles_cleaned: int = 0
+    """Titles of `--records` the clean-text rules changed at load (`stores.text`)."""
 
 
 class Replica:
@@ -72,6 +74,7 @@ class Replica:
     ) -> None:
         self.options = options
         self.metrics = Metrics()
+        self.metrics.titles_cleaned.inc(options.titles_cleaned)
         self.calls = StoreCalls(options.workers, on_store_error=self.metrics.store_error)
         self.readiness = Readiness(store, self.calls)
         self._tenant_claim = tenant_claim
