@@ -5,11 +5,10 @@ from __future__ import annotations
 from ticket_tools.store import StoreError
 
 
-def test_a_store_error_carries_its_reason_and_its_message() -> None:
-    # Hosts branch on `reason` and print the message as is (docs/stores.md): both must survive.
-    error = StoreError("locked", "tickets.db is locked by another process")
-    assert (error.reason, str(error), error.args) == (
-        "locked",
+def test_a_store_error_is_its_one_line_message() -> None:
+    # Hosts print the message as is (docs/stores.md): it must survive unchanged.
+    error = StoreError("tickets.db is locked by another process")
+    assert (str(error), error.args) == (
         "tickets.db is locked by another process",
         ("tickets.db is locked by another process",),
     )

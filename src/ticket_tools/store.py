@@ -6,7 +6,6 @@ import heapq
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from operator import itemgetter
-from typing import Literal
 
 from ticket_tools.filters import TicketFilter
 from ticket_tools.tickets import Ticket, public_view
@@ -15,22 +14,12 @@ Records = Mapping[str, Mapping[str, object]]
 """The contract's store: "tenant:TKT-123" -> stored ticket (internal fields allowed)."""
 
 
-StoreFailure = Literal["missing", "locked", "schema", "unavailable", "privileged"]
-"""Why a store cannot answer: no such database, another process holds a lock, the
-file is not a ticket database of this schema version, any other I/O failure, or a
-database connection whose role could bypass row-level security (refused)."""
-
-
 class StoreError(Exception):
     """The store cannot answer (an infrastructure failure, never a model mistake).
 
-    Tool results have no code for this, so it is raised, not returned: the host
-    (the CLI, a server) reports it. `reason` says which failure; never parse the text.
+    Tool results have no code for this, so a store raises it instead of answering,
+    and the host (the CLI, a server) reports its one-line message.
     """
-
-    def __init__(self, reason: StoreFailure, message: str) -> None:
-        super().__init__(message)
-        self.reason: StoreFailure = reason
 
 
 def tenant_of(key: str) -> str:

@@ -22,7 +22,8 @@ from ticket_tools import fixture_records
 from ticket_tools.serve import probes
 from ticket_tools.serve.probes import Readiness
 from ticket_tools.serve.workers import StoreCalls, WorkerLimits
-from ticket_tools.store import DictStore, StoreError
+from ticket_tools.store import DictStore
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.tickets import Ticket
 
 HEALTHY = (200, {"status": "ok"})
@@ -91,7 +92,7 @@ def test_the_probes_follow_a_stopped_database_and_come_back(
 
 class _SchemaGone(DictStore):
     def get(self, tenant: str, ticket_id: str) -> Ticket | None:
-        raise StoreError("schema", "no tickets table")
+        raise StoreFailure("schema", "no tickets table")
 
 
 def test_a_probe_that_fails_otherwise_logs_once_and_a_stale_answer_is_not_ready(

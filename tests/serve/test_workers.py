@@ -34,6 +34,7 @@ from testkit.tokens import Issuer, claims
 from ticket_tools import fixture_records
 from ticket_tools.serve.workers import StoreCalls, StoreUnavailable, WorkerLimits
 from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 
 GET_104 = {"ticket_id": "TKT-104"}
 UNAVAILABLE = {
@@ -154,20 +155,33 @@ def test_a_stopped_database_is_unavailable_then_answers_again(
     wait_until(answers, "a call answered after the restart")
 
 
-def test_a_non_retryable_store_error_stays_an_internal_error() -> None:
+@pytest.mark.parametrize(
+    ("error", "counted"),
+    [
+        pytest.param(
+            StoreFailure("schema", "no ticket table"), ["schema"], id="a-failure-counted-by-reason"
+        ),
+        # A store outside the stores layer gives no reason: nothing to count, nor to retry.
+        pytest.param(StoreError("no ticket table"), [], id="a-plain-store-error"),
+    ],
+)
+def test_a_non_retryable_store_error_stays_an_internal_error(
+    error: StoreError, counted: list[str]
+) -> None:
     def schema_gone() -> None:
-        raise StoreError("schema", "no ticket table")
+        raise error
 
     errors: list[str] = []
 
     async def run() -> None:
         calls = StoreCalls(WorkerLimits(), on_store_error=errors.append)
-        with pytest.raises(StoreError):
+        with pytest.raises(StoreError) as raised:
             await calls.run("alpha", schema_gone)
+        assert raised.value is error
         calls.close()
 
     anyio.run(run)
-    assert errors == ["schema"]
+    assert errors == counted
 
 
 @pytest.mark.parametrize(

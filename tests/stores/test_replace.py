@@ -11,7 +11,7 @@ import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
 from ticket_tools import Records, TicketFilter, TicketStore, execute_tool, fixture_records
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts
 from ticket_tools.stores.postgres import importer as postgres_importer
 from ticket_tools.stores.postgres.importer import import_records, replace_dsn, replace_records
@@ -84,7 +84,7 @@ def test_sqlite_replace_rolls_back_on_failure(tmp_path: Path) -> None:
     write_database(path, OLD)
     rows = record_rows(NEW)
     rows.append(rows[0])  # the same key twice: the primary key refuses it
-    with SQLiteWriter.open(path) as writer, pytest.raises(StoreError) as raised:
+    with SQLiteWriter.open(path) as writer, pytest.raises(StoreFailure) as raised:
         writer.replace(rows)
     assert str(raised.value) == f"cannot write {path}: SQLITE_CONSTRAINT_PRIMARYKEY"
     with SQLiteStore.open(path) as store:
@@ -101,7 +101,7 @@ def test_sqlite_replace_on_a_full_disk_keeps_the_old_set(tmp_path: Path) -> None
     rows = record_rows(big)
     with SQLiteWriter.open(path) as writer:
         writer._connection.execute("PRAGMA max_page_count = 3")  # the file is 3 pages now
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             writer.replace(rows)
     assert str(raised.value) == f"cannot write {path}: database or disk is full (SQLITE_FULL)"
     with SQLiteStore.open(path) as store:
@@ -164,7 +164,7 @@ def test_postgres_replace_gives_up_when_the_locks_never_come(pg: dict[str, str])
     with psycopg.connect(pg["reader"]) as holder:
         holder.execute("SELECT set_config('app.tenant', 'alpha', true)")
         holder.execute("SELECT count(*) FROM tickets").fetchone()  # ACCESS SHARE, held
-        with psycopg.connect(pg["owner"]) as connection, pytest.raises(StoreError) as raised:
+        with psycopg.connect(pg["owner"]) as connection, pytest.raises(StoreFailure) as raised:
             replace_records(connection, NEW, attempts=2)
     assert (raised.value.reason, str(raised.value)) == (
         "locked",
@@ -183,7 +183,7 @@ def test_postgres_replace_of_a_database_it_cannot_reach(
     postgres_database: PostgresDatabase,
 ) -> None:
     dsn = postgres_database.cluster.dsn(OWNER, "no_such_database")
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         replace_dsn(dsn, NEW)
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
@@ -195,7 +195,7 @@ def test_postgres_replace_of_a_database_without_tables(
     postgres_database: PostgresDatabase, scratch: str
 ) -> None:
     dsn = postgres_database.cluster.dsn(OWNER, scratch)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         replace_dsn(dsn, NEW)
     assert raised.value.reason == "schema"
 
@@ -205,6 +205,6 @@ def test_a_privilege_outside_the_known_set_is_not_copied(
 ) -> None:
     monkeypatch.setattr(postgres_importer, "_PRIVILEGES", ("INSERT",))
     replace_dsn(pg["owner"], NEW)
-    with PostgresStore.open(pg["reader"]) as store, pytest.raises(StoreError) as raised:
+    with PostgresStore.open(pg["reader"]) as store, pytest.raises(StoreFailure) as raised:
         store.find("alpha", TicketFilter(), limit=1)  # the reader's SELECT was not copied
     assert raised.value.reason == "unavailable"

@@ -22,11 +22,11 @@ from starlette.responses import Response
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.outcome import Code, Outcome
 from ticket_tools.serve.server import RequestRef
-from ticket_tools.store import StoreFailure
+from ticket_tools.stores.failure import FailureReason
 
 UNKNOWN_TOOL = "unknown"  # the one `tool` value that is not a registered name
 ResultCode = Literal[Code, "ok", "unavailable", "internal_error"]
-StoreErrorReason = Literal[StoreFailure, "timeout"]
+StoreErrorReason = Literal[FailureReason, "timeout"]
 Limit = Literal["tenant_rate", "subject_rate", "draining"]
 """Why a request was refused before any MCP work: its tenant's or subject's rate, or a drain."""
 # Tool calls take about a millisecond; a store stall lasts up to the deadline (2 s).

@@ -29,7 +29,7 @@ from typing import Literal, NoReturn, TypeVar
 
 import anyio
 
-from ticket_tools.store import StoreError, StoreFailure
+from ticket_tools.stores.failure import FailureReason, StoreFailure
 
 T = TypeVar("T")
 
@@ -39,7 +39,7 @@ milliseconds, well under the time a host waits before giving up on a tool."""
 DEFAULT_WORKERS = 4  # PostgresStore's own default pool size: one worker per connection
 DEFAULT_TENANT_CALLS = 2  # half the default workers: another tenant always finds two free
 
-RETRYABLE: tuple[StoreFailure, ...] = ("locked", "unavailable")
+RETRYABLE: tuple[FailureReason, ...] = ("locked", "unavailable")
 """Store failures that end by themselves (a lock released, a server back): retry later.
 The others ("missing", "schema", "privileged") need an operator: they stay internal errors."""
 
@@ -114,7 +114,7 @@ class StoreCalls:
     async def run(self, tenant: str | None, work: Callable[[], T]) -> T:
         """Run `work` on a worker thread as one of `tenant`'s calls (None: the server's own).
 
-        Raises StoreUnavailable past the deadline, for a retryable StoreError, and
+        Raises StoreUnavailable past the deadline, for a retryable StoreFailure, and
         after `cut_off`; any other exception from `work` propagates.
         """
         if self._cut_off:
@@ -130,7 +130,7 @@ class StoreCalls:
         except TimeoutError:
             report("timeout")
             raise StoreUnavailable("timeout") from None
-        except StoreError as error:
+        except StoreFailure as error:
             report(error.reason)
             if error.reason in RETRYABLE:
                 raise StoreUnavailable("unavailable") from None

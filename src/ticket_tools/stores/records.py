@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple, TypeGuard
 
-from ticket_tools.store import StoreError, tenant_of
+from ticket_tools.store import tenant_of
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 _FIELDS_RULE = "id, title and status must be strings of valid Unicode"
@@ -101,10 +102,10 @@ def key_parts(key: object, *, id_format: IdFormat = ID_FORMAT) -> tuple[str, str
     return tenant, key_id
 
 
-class IdWidthError(StoreError):
+class IdWidthError(StoreFailure):
     """A database opened for ticket IDs of another width than the one it holds.
 
-    A `StoreError("schema", ...)` whose message is `id_width_message`'s; `made_for` is
+    A `StoreFailure("schema", ...)` whose message is `id_width_message`'s; `made_for` is
     the width the database holds, for a command that cannot take `--id-digits`.
     """
 

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
 from ticket_tools import DictStore, IdFormat, TicketFilter
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.postgres.importer import import_dsn, import_records
 from ticket_tools.stores.postgres.schema import create_schema, describe
 from ticket_tools.stores.postgres.store import PostgresStore
@@ -83,7 +83,7 @@ def test_a_table_of_another_width_is_refused_on_open(
         _dsn(postgres_database, OWNER, scratch), widened(made), grant_to=READER, id_format=made
     )
     dsn = _dsn(postgres_database, READER, scratch)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         PostgresStore.open(dsn, id_format=IdFormat(opened_with))
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
@@ -97,7 +97,7 @@ def test_an_import_into_an_empty_table_of_another_width_is_refused(
 ) -> None:
     dsn = _dsn(postgres_database, OWNER, scratch)
     import_dsn(dsn, {}, id_format=IdFormat(3))
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         import_dsn(dsn, widened(SIX), id_format=SIX)
     assert (raised.value.reason, str(raised.value)) == (
         "schema",

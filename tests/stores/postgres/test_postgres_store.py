@@ -22,7 +22,7 @@ from store_cases import TRAP_RECORDS, multi_tenant_records, odd_requests, store_
 from ticket_tools import DictStore, Records, fixture_records
 from ticket_tools.filters import TicketFilter
 from ticket_tools.serve.server import UNAVAILABLE_DETAIL, build_server
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.postgres import importer as postgres_importer
 from ticket_tools.stores.postgres import store as postgres_store
 from ticket_tools.stores.postgres.importer import TableNotEmptyError, import_dsn, import_records
@@ -171,7 +171,7 @@ def test_open_refuses_a_role_that_could_bypass_the_policy(
     database: PostgresDatabase, user: str, refusal: str
 ) -> None:
     dsn = _dsn(database, user)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         PostgresStore.open(dsn)
     assert (raised.value.reason, str(raised.value)) == (
         "privileged",
@@ -183,7 +183,7 @@ def test_open_refuses_a_role_that_could_bypass_the_policy(
 def test_a_pooled_connection_is_checked_again(database: PostgresDatabase) -> None:
     # The pool runs the same check on every new connection, and closes a refused one.
     connection = psycopg.connect(_dsn(database, BYPASS))
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         postgres_store._configure(connection, "here")
     assert (raised.value.reason, connection.closed) == ("privileged", True)
 
@@ -240,7 +240,7 @@ def test_open_refuses_a_database_without_the_schema(
             import_records(connection, fixture_records(), grant_to=READER)
         _owner_runs(database, scratch, *damage)
     dsn = _dsn(database, READER, scratch)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         PostgresStore.open(dsn)
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
@@ -258,7 +258,7 @@ def test_a_table_dropped_after_open_is_a_schema_error(
     with PostgresStore.open(dsn) as store:
         assert store.get("alpha", "TKT-101") == T101
         _owner_runs(database, scratch, "DROP TABLE tickets")
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             store.get("alpha", "TKT-101")
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
@@ -302,7 +302,7 @@ def test_open_refuses_what_it_cannot_reach(
     database: PostgresDatabase, dsn: str, reason: str, message: str
 ) -> None:
     root = database.cluster.root
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         PostgresStore.open(dsn.format(root=root))
     assert (raised.value.reason, str(raised.value)) == (reason, message.format(root=root))
 
@@ -317,7 +317,7 @@ def test_describe_never_shows_the_password() -> None:
 def test_closed_store_raises_store_error(fixture_store: object, database: PostgresDatabase) -> None:
     store = PostgresStore.open(database.reader)
     store.close()
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         store.get("alpha", "TKT-101")
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
@@ -335,7 +335,7 @@ def test_server_stopped_between_two_calls_then_started(
         assert store.get("alpha", "TKT-101") == T101
         database.cluster.stop()
         try:
-            with pytest.raises(StoreError) as raised:
+            with pytest.raises(StoreFailure) as raised:
                 store.find("alpha", TicketFilter(), limit=2)
         finally:
             database.cluster.start()
@@ -369,7 +369,7 @@ def test_statement_timeout_is_unavailable_then_the_next_call_answers(
         with psycopg.connect(database.owner) as owner:
             # The owner holds the table: a reader's SELECT waits for the lock, and times out.
             owner.execute("LOCK TABLE tickets IN ACCESS EXCLUSIVE MODE")
-            with pytest.raises(StoreError) as raised:
+            with pytest.raises(StoreFailure) as raised:
                 store.find("alpha", TicketFilter(), limit=2)
         assert store.find("alpha", TicketFilter(), limit=2) == ALPHA_TICKETS[:2]
     assert (raised.value.reason, str(raised.value)) == (
@@ -601,7 +601,7 @@ def test_import_refuses_a_table_that_holds_tickets(
 def test_import_failure_writes_nothing(database: PostgresDatabase, scratch: str) -> None:
     # The grant fails last, after the schema and the rows: all of it is rolled back.
     dsn = _dsn(database, OWNER, scratch)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         import_dsn(dsn, fixture_records(), grant_to="no_such_role")
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
@@ -612,7 +612,7 @@ def test_import_failure_writes_nothing(database: PostgresDatabase, scratch: str)
 
 def test_import_into_a_missing_database(database: PostgresDatabase) -> None:
     dsn = _dsn(database, OWNER, "nowhere")
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         import_dsn(dsn, fixture_records())
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
@@ -623,7 +623,7 @@ def test_import_into_a_missing_database(database: PostgresDatabase) -> None:
 def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, scratch: str) -> None:
     _owner_runs(database, scratch, "CREATE TABLE tickets (key text, body text)")
     dsn = _dsn(database, OWNER, scratch)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         import_dsn(dsn, fixture_records())
     assert (raised.value.reason, str(raised.value)) == (
         "schema",

@@ -11,7 +11,7 @@ import pytest
 from conftest import OWNER, READER, PostgresDatabase
 from feed_changes import check_the_version_rule, delete, up
 from ticket_tools import TicketFilter, fixture_records
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Counts, FeedError
 from ticket_tools.stores.postgres import writer as postgres_writer
 from ticket_tools.stores.postgres.importer import import_records
@@ -104,7 +104,7 @@ def test_a_failing_batch_writes_nothing(writer: PostgresWriter, dsns: dict[str, 
     before = dump(dsns["super"])
     # NUL: PostgreSQL refuses it (apply's check says so first; here it is skipped).
     broken = up("TKT-121", 1, "a\x00b")
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         writer.apply([up("TKT-120", 1), delete("TKT-101", 1), broken])
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
@@ -160,7 +160,7 @@ def test_the_readers_policy_is_unchanged_and_tombstones_are_not_granted(
 
 
 def test_open_refuses_the_reader(dsns: dict[str, str]) -> None:
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         PostgresWriter.open(dsns["reader"])
     assert (raised.value.reason, str(raised.value)) == (
         "privileged",
@@ -265,7 +265,7 @@ def test_open_refuses_a_schema_version_3_database_and_the_migration_keeps_its_da
     before = dump(dsns["super"])
     _downgrade(dsns["owner"], 3)
     for opener, dsn in ((PostgresWriter.open, dsns["owner"]), (PostgresStore.open, dsns["reader"])):
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             opener(dsn)
         assert (raised.value.reason, str(raised.value)) == (
             "schema",
@@ -293,7 +293,7 @@ def test_open_refuses_a_schema_version_2_database_and_the_migration_fixes_it(
 ) -> None:
     _downgrade(dsns["owner"], 2)
     for opener, dsn in ((PostgresWriter.open, dsns["owner"]), (PostgresStore.open, dsns["reader"])):
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             opener(dsn)
         assert (raised.value.reason, str(raised.value)) == (
             "schema",
@@ -318,7 +318,7 @@ def test_open_refuses_a_schema_version_1_database_and_the_migration_fixes_it(
         "migration statements as the table's owner"
     )
     for opener in (PostgresWriter.open, PostgresStore.open):
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             opener(dsns["owner"] if opener is PostgresWriter.open else dsns["reader"])
         assert raised.value.reason == "schema"
     assert str(raised.value) == message.replace(describe(dsns["owner"]), describe(dsns["reader"]))
@@ -333,7 +333,7 @@ def test_open_refuses_a_schema_version_1_database_and_the_migration_fixes_it(
 
 def test_open_refuses_what_it_cannot_reach(postgres_database: PostgresDatabase) -> None:
     dsn = postgres_database.cluster.dsn(OWNER, "no_such_database")
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         PostgresWriter.open(dsn, timeout=1)
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
@@ -345,12 +345,12 @@ def test_open_on_a_database_without_tables(
     postgres_database: PostgresDatabase, monkeypatch: pytest.MonkeyPatch, scratch: str
 ) -> None:
     dsn = postgres_database.cluster.dsn(OWNER, scratch)  # an empty database
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         PostgresWriter.open(dsn)
     assert raised.value.reason == "schema"
     # A fault while checking (here a missing table the check itself reads) is classified too.
     monkeypatch.setattr(postgres_writer, "check_schema", lambda *arguments: None)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         PostgresWriter.open(dsn)
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
@@ -361,6 +361,6 @@ def test_open_on_a_database_without_tables(
 def test_a_closed_writer_says_so(dsns: dict[str, str]) -> None:
     writer = PostgresWriter.open(dsns["owner"])
     writer.close()
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         writer.apply([up("TKT-101", 1)])
     assert str(raised.value) == f"cannot write {describe(dsns['owner'])}: the writer is closed"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ticket_tools import DictStore, IdFormat, TicketFilter, fixture_records
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.records import RecordsError
 from ticket_tools.stores.sqlite import importer as sqlite_import
 from ticket_tools.stores.sqlite.importer import write_database
@@ -228,7 +228,7 @@ def test_a_write_sqlite_cannot_finish_is_a_store_error(
 ) -> None:
     # Issue 12, item 4: this was an sqlite3.OperationalError (a traceback from the CLI).
     path = tmp_path / "tickets.sqlite"
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         write_database(path, many_records(5))
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ticket_tools import IdFormat, TicketFilter, fixture_records
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.schema import (
     APPLICATION_ID,
@@ -90,7 +90,7 @@ CRAFTED = [
 def test_open_refuses_any_other_schema(tmp_path: Path, statements: list[str]) -> None:
     path = tmp_path / "crafted.sqlite"
     _craft(path, statements)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(path)
     assert (raised.value.reason, str(raised.value)) == ("schema", TABLES_DIFFER.format(path=path))
 
@@ -110,7 +110,7 @@ def test_open_refuses_text_stored_as_utf16(tmp_path: Path, encoding: str) -> Non
     # UTF-16 bytes do not sort in code-point order, so pages would come out of order.
     path = tmp_path / "crafted.sqlite"
     _craft(path, [SCHEMA, TOMBSTONES], encoding=encoding)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(path)
     assert str(raised.value) == NOT_OURS.format(path=path) + "its text is not stored as UTF-8"
 
@@ -197,7 +197,7 @@ def test_open_refuses(
 ) -> None:
     path = tmp_path / "tickets.sqlite"
     make(path)
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(path)
     assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
 
@@ -229,7 +229,7 @@ def test_a_stored_value_that_is_not_text_is_a_schema_error(database: Path, state
     # Issue 12, item 2: a BLOB came back as the title "b'A'".
     _edit_around_sqlite(database, statement)
     with SQLiteStore.open(database) as store:
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             store.get("alpha", "TKT-101")
         assert (raised.value.reason, str(raised.value)) == (
             "schema",
@@ -264,7 +264,7 @@ def test_an_error_quoting_the_file_is_not_echoed(database: Path) -> None:
     )
     connection.commit()
     connection.close()
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(database)
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
@@ -276,7 +276,7 @@ def test_a_damaged_file_says_so(database: Path) -> None:
     damaged = bytearray(database.read_bytes())
     damaged[4096:8192] = b"\xaa" * 4096
     database.write_bytes(bytes(damaged))  # page 2: the tickets table itself
-    with SQLiteStore.open(database) as store, pytest.raises(StoreError) as raised:
+    with SQLiteStore.open(database) as store, pytest.raises(StoreFailure) as raised:
         store.find("alpha", TicketFilter(), limit=5)
     assert str(raised.value) == (
         f"cannot read {database}: database disk image is malformed (SQLITE_CORRUPT)"
@@ -297,7 +297,7 @@ def test_a_closed_store_says_so(database: Path, source: str) -> None:
     store = SQLiteStore.open(database) if source == "path" else SQLiteStore.from_records({})
     name = str(database) if source == "path" else ":memory:"
     store.close()
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         store.get("alpha", "TKT-101")
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
@@ -348,7 +348,7 @@ def test_a_database_of_another_id_width_is_refused(
 ) -> None:
     path = tmp_path / "tickets.sqlite"
     write_database(path, widened(IdFormat(made_for)), id_format=IdFormat(made_for))
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(path, id_format=IdFormat(opened_with))
     assert (raised.value.reason, str(raised.value)) == (
         "schema",

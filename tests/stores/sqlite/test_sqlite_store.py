@@ -28,7 +28,7 @@ from ticket_tools import (
 )
 from ticket_tools.acceptance import CALLS, AcceptanceCall
 from ticket_tools.filters import TicketFilter
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.sqlite import store as sqlite_store
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
@@ -150,7 +150,7 @@ def exclusive_lock(database: Path) -> Iterator[sqlite3.Connection]:
 
 
 def test_open_refuses_a_locked_database(database: Path, exclusive_lock: object) -> None:
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(database, timeout=0)
     assert (raised.value.reason, str(raised.value)) == (
         "locked",

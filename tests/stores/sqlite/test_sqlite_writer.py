@@ -10,7 +10,7 @@ import pytest
 
 from feed_changes import check_the_version_rule, delete, up
 from ticket_tools import TicketFilter, fixture_records
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
@@ -151,7 +151,7 @@ def test_a_failing_batch_writes_nothing(database: Path) -> None:
     # A value the schema's CHECK refuses, after a valid change in the same batch.
     broken = Change("upsert", "alpha", "TKT-121", 1, b"not text", "open")  # type: ignore[arg-type]
     with SQLiteWriter.open(database) as writer:
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             writer.apply([up("TKT-120", 1), broken])
         assert (raised.value.reason, str(raised.value)) == (
             "unavailable",
@@ -183,7 +183,7 @@ def test_a_full_disk_fails_the_batch_whole(database: Path) -> None:
     with SQLiteWriter.open(database) as writer:
         writer._connection.execute("PRAGMA max_page_count = 3")  # the file is 3 pages now
         big = [up(f"TKT-{n}", 1, "x" * 3000) for n in range(200, 300)]
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             writer.apply(big)
     assert str(raised.value) == f"cannot write {database}: database or disk is full (SQLITE_FULL)"
     assert dump(database) == before
@@ -192,7 +192,7 @@ def test_a_full_disk_fails_the_batch_whole(database: Path) -> None:
 def test_a_second_writer_waits_then_fails_as_locked(database: Path) -> None:
     with SQLiteWriter.open(database) as first, SQLiteWriter.open(database, timeout=0) as second:
         first._connection.execute("BEGIN IMMEDIATE")
-        with pytest.raises(StoreError) as raised:
+        with pytest.raises(StoreFailure) as raised:
             second.apply([up("TKT-101", 1)])
         first._connection.execute("ROLLBACK")
         assert raised.value.reason == "locked"
@@ -246,7 +246,7 @@ def _old_schema(path: Path) -> None:
 def test_open_refuses(tmp_path: Path, make: object, reason: str, message: str) -> None:
     path = tmp_path / "tickets.sqlite"
     make(path)  # type: ignore[operator]
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         SQLiteWriter.open(path)
     assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
 
@@ -255,7 +255,7 @@ def test_open_refuses_a_locked_database(database: Path) -> None:
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("PRAGMA locking_mode = EXCLUSIVE")
     holder.execute("BEGIN EXCLUSIVE")
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         SQLiteWriter.open(database, timeout=0)
     holder.execute("ROLLBACK")
     holder.close()
@@ -268,7 +268,7 @@ def test_open_refuses_a_locked_database(database: Path) -> None:
 def test_a_closed_writer_says_so(database: Path) -> None:
     writer = SQLiteWriter.open(database)
     writer.close()
-    with pytest.raises(StoreError) as raised:
+    with pytest.raises(StoreFailure) as raised:
         writer.apply([up("TKT-101", 1)])
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",

@@ -7,7 +7,8 @@ from collections.abc import Callable
 import psycopg
 from psycopg import sql
 
-from ticket_tools.store import Records, StoreError
+from ticket_tools.store import Records
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.postgres.schema import (
     WRITER_LOCK,
     check_schema,
@@ -65,7 +66,7 @@ def import_records(
     Run as the table's owner. Everything happens in one transaction (a savepoint if
     one is open): on any failure nothing is written. `grant_to` names the reader role
     to give SELECT on the table. Every id has `id_format`'s width, and so must an
-    existing table's. Raises RecordsError, TableNotEmptyError, StoreError ("schema":
+    existing table's. Raises RecordsError, TableNotEmptyError, StoreFailure ("schema":
     a table of another schema or width), psycopg.Error.
     """
     rows = postgres_rows(records, id_format=id_format)
@@ -104,7 +105,7 @@ def import_dsn(
     on_progress: Callable[[int, int], None] | None = None,
     id_format: IdFormat = ID_FORMAT,
 ) -> int:
-    """Connect to `dsn` (as the owner) and `import_records`; database failures raise StoreError."""
+    """Connect to `dsn` (as the owner) and `import_records`; its failures raise StoreFailure."""
     source = describe(dsn)
     try:
         with psycopg.connect(dsn) as connection:
@@ -136,7 +137,7 @@ def replace_records(
     drops the old table, renames the new one into its place and clears the tombstones.
     A reader's call sees the whole old set or the whole new set. Every id has
     `id_format`'s width, and so must the tables'. Raises RecordsError,
-    StoreError("locked") when the locks never came (nothing changed), psycopg.Error.
+    StoreFailure("locked") when the locks never came (nothing changed), psycopg.Error.
     """
     rows = postgres_rows(records, id_format=id_format)
     source = describe_params(connection.info.get_parameters())
@@ -168,7 +169,7 @@ def replace_records(
         except psycopg.errors.LockNotAvailable:
             continue
         return len(rows)
-    raise StoreError(
+    raise StoreFailure(
         "locked",
         f"{source}: the swap never got the tables' locks; nothing was replaced, try again",
     )
@@ -181,7 +182,7 @@ def replace_dsn(
     on_progress: Callable[[int, int], None] | None = None,
     id_format: IdFormat = ID_FORMAT,
 ) -> int:
-    """Connect to `dsn` (as the owner) and `replace_records`; database failures raise StoreError."""
+    """Connect to `dsn` (as the owner) and `replace_records`; its failures raise StoreFailure."""
     source = describe(dsn)
     try:
         with psycopg.connect(dsn) as connection:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.records import IdWidthError
 from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
@@ -252,11 +252,11 @@ _ROLE_REFUSALS = (
 
 
 def check_connection(connection: psycopg.Connection, source: str) -> None:
-    """Raise StoreError("privileged") if the connection's roles could bypass the policy."""
+    """Raise StoreFailure("privileged") if the connection's roles could bypass the policy."""
     [flags] = connection.execute(_ROLE_SQL).fetchall()  # one row of three booleans
     for flag, refusal in zip(flags, _ROLE_REFUSALS, strict=True):
         if flag:
-            raise StoreError(
+            raise StoreFailure(
                 "privileged",
                 f"{source} connects as {refusal}, which row-level security does not "
                 "restrict; connect as the reader role",
@@ -266,7 +266,7 @@ def check_connection(connection: psycopg.Connection, source: str) -> None:
 def check_schema(
     connection: psycopg.Connection, source: str, id_format: IdFormat = ID_FORMAT
 ) -> None:
-    """Raise StoreError("schema") unless both tables are this schema version, policies forced.
+    """Raise StoreFailure("schema") unless both tables are this schema version, policies forced.
 
     The tables must be the ones made for IDs of `id_format`: ones made for another width
     are refused with a message naming both widths, and a database of an older version
@@ -281,12 +281,12 @@ def check_schema(
     tickets = found["tickets"]
     if tickets is not None and tickets[0] in _OLD_VERSIONS:
         version = _OLD_VERSIONS.index(tickets[0]) + 1
-        raise StoreError(
+        raise StoreFailure(
             "schema",
             f"{source} has schema version {version}; to migrate, run docs/postgres.md's "
             "migration statements as the table's owner",
         )
-    raise StoreError(
+    raise StoreFailure(
         "schema",
         f"{source} has no ticket-tools tickets and tombstones tables "
         f"(schema version {SCHEMA_VERSION}) with their row-level security forced",
@@ -310,12 +310,12 @@ def describe_params(params: Mapping[str, object]) -> str:
     return f"PostgreSQL ({' '.join(shown) or 'default connection'})"
 
 
-def store_error(error: psycopg.Error, source: str, action: str) -> StoreError:
+def store_error(error: psycopg.Error, source: str, action: str) -> StoreFailure:
     """Classify a psycopg error by its SQLSTATE and class, never by its message.
 
     libpq gives a failed connection no SQLSTATE, so a missing database, a wrong
     password and a stopped server are alike "unavailable" (the class name says which kind).
     """
     if error.sqlstate in ("42P01", "42703"):  # undefined table or column
-        return StoreError("schema", f"{source} is not a ticket-tools database")
-    return StoreError("unavailable", f"cannot {action} {source} ({type(error).__name__})")
+        return StoreFailure("schema", f"{source} is not a ticket-tools database")
+    return StoreFailure("unavailable", f"cannot {action} {source} ({type(error).__name__})")

@@ -16,7 +16,8 @@ import psycopg
 from psycopg_pool import ConnectionPool
 
 from ticket_tools.filters import TicketFilter
-from ticket_tools.store import StoreError, TicketStore
+from ticket_tools.store import TicketStore
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.postgres.schema import (
     check_connection,
@@ -80,7 +81,7 @@ class PostgresStore(TicketStore):
     ) -> PostgresStore:
         """Connect as the reader role; refuse a role that could bypass the policy.
 
-        Raises StoreError: "privileged" for a superuser, BYPASSRLS or owner role,
+        Raises StoreFailure: "privileged" for a superuser, BYPASSRLS or owner role,
         "schema" for a database without this schema version's table and policy, or
         whose table was made for IDs of another width than `id_format`,
         "unavailable" for any other failure (no server, no such database or role).
@@ -111,7 +112,7 @@ class PostgresStore(TicketStore):
         return cls(pool, source, timeout=timeout)
 
     def close(self) -> None:
-        """Close the pool; later calls raise StoreError."""
+        """Close the pool; later calls raise StoreFailure."""
         self._close()
 
     def __enter__(self) -> PostgresStore:
@@ -175,7 +176,7 @@ def _configure(connection: psycopg.Connection, source: str) -> None:
     """Check a new pooled connection and make its transactions read-only."""
     try:
         check_connection(connection, source)
-    except StoreError:
+    except StoreFailure:
         connection.close()  # the pool then tries again later
         raise
     connection.rollback()  # the pool takes only idle connections

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import psycopg
 
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, FeedError, Key, has_nul, plan
 
 # WRITER_LOCK is held for each batch: a row lock cannot guard a key not yet stored.
@@ -120,7 +120,7 @@ class PostgresWriter:
     ) -> PostgresWriter:
         """Connect as the owner (or a writer role); refuse a role that cannot write.
 
-        Raises StoreError: "privileged" for a role without write access to both
+        Raises StoreFailure: "privileged" for a role without write access to both
         tables (the reader), "schema" for a database without this schema version or
         made for another ID width than `id_format`'s, "unavailable" for any other failure.
         """
@@ -134,7 +134,7 @@ class PostgresWriter:
         try:
             check_schema(connection, source, id_format)
             if connection.execute(_WRITER_SQL).fetchone() != (True,):
-                raise StoreError(
+                raise StoreFailure(
                     "privileged",
                     f"{source} connects as a role that cannot write the tickets and "
                     "tombstones tables; connect as their owner or the writer role",
@@ -143,13 +143,13 @@ class PostgresWriter:
         except psycopg.Error as error:
             connection.close()
             raise store_error(error, source, "connect to") from None
-        except StoreError:
+        except StoreFailure:
             connection.close()
             raise
         return cls(connection, source, timeout=timeout, id_format=id_format, covered=covered)
 
     def close(self) -> None:
-        """Close the connection; later batches raise StoreError."""
+        """Close the connection; later batches raise StoreFailure."""
         self._close()
 
     def __enter__(self) -> PostgresWriter:
@@ -172,7 +172,7 @@ class PostgresWriter:
         batch, pipelined: the stored versions, then the writes.
         """
         if not self._close.alive:
-            raise StoreError("unavailable", f"cannot write {self._source}: the writer is closed")
+            raise StoreFailure("unavailable", f"cannot write {self._source}: the writer is closed")
         try:
             if self._covered:
                 return self._apply_whole(changes)

@@ -40,7 +40,7 @@ def write_database(
     The file's mode is 0666 less the umask, as for any file the user creates.
 
     Raises RecordsError (a record breaks a rule), FileExistsError, OSError, and
-    StoreError("unavailable") when SQLite cannot write (a full disk, `ulimit -f`).
+    StoreFailure("unavailable") when SQLite cannot write (a full disk, `ulimit -f`).
     """
     path = Path(path)
     if path.exists():

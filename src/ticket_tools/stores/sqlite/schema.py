@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.records import IdWidthError
 from ticket_tools.tickets import ID_FORMAT, ID_PREFIX, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
@@ -98,7 +98,7 @@ def create_schema(connection: sqlite3.Connection, id_format: IdFormat = ID_FORMA
 def check_schema(
     connection: sqlite3.Connection, source: str, id_format: IdFormat = ID_FORMAT
 ) -> None:
-    """Raise StoreError("schema") unless the database is exactly what `create_schema` makes.
+    """Raise StoreFailure("schema") unless the database is exactly what `create_schema` makes.
 
     Exactly: the header stamps, UTF-8 text (SQLite compares TEXT as stored bytes,
     and only UTF-8 bytes order as Python orders str), and two objects, the tickets
@@ -128,7 +128,7 @@ def check_schema(
             raise IdWidthError(source, made_for, id_format)
         problem = "its tables differ from the ones import creates"
     if problem is not None:
-        raise StoreError(
+        raise StoreFailure(
             "schema",
             f"{source} is not a ticket database of schema version {SCHEMA_VERSION}: {problem}",
         )
@@ -142,7 +142,7 @@ def _id_digits_of(objects: list[tuple[object, ...]]) -> int | None:
     return None
 
 
-def store_error(error: sqlite3.Error, source: str, action: str = "read") -> StoreError:
+def store_error(error: sqlite3.Error, source: str, action: str = "read") -> StoreFailure:
     """Classify an sqlite3 error by its result code, never by its message.
 
     The message says what went wrong in SQLite's fixed words, never the error's own
@@ -150,13 +150,13 @@ def store_error(error: sqlite3.Error, source: str, action: str = "read") -> Stor
     """
     code = getattr(error, "sqlite_errorcode", None)
     if code is None:  # raised by the sqlite3 module itself, not by SQLite
-        return StoreError("unavailable", f"cannot {action} {source} ({type(error).__name__})")
+        return StoreFailure("unavailable", f"cannot {action} {source} ({type(error).__name__})")
     primary = code & 0xFF
     if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return StoreError("locked", f"{source} is locked by another connection; try again")
+        return StoreFailure("locked", f"{source} is locked by another connection; try again")
     if primary == sqlite3.SQLITE_NOTADB:
-        return StoreError("schema", f"{source} is not an SQLite database")
+        return StoreFailure("schema", f"{source} is not an SQLite database")
     name = getattr(error, "sqlite_errorname", "")
     cause = _CAUSES.get(primary)
     reason = name if cause is None else f"{cause} ({name})"
-    return StoreError("unavailable", f"cannot {action} {source}: {reason}")
+    return StoreFailure("unavailable", f"cannot {action} {source}: {reason}")

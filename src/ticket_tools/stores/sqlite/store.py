@@ -9,7 +9,8 @@ import weakref
 from pathlib import Path
 
 from ticket_tools.filters import TicketFilter, title_contains
-from ticket_tools.store import Records, StoreError, TicketStore
+from ticket_tools.store import Records, TicketStore
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.records import is_text, record_rows
 from ticket_tools.stores.sqlite.importer import insert_rows, write_database
@@ -52,7 +53,7 @@ class SQLiteStore(TicketStore):
     (queries are serialised); each page is one statement, hence one consistent
     snapshot. Close it with `close()` or a `with` block; it also closes when collected.
 
-    Any tenant and filter get the dict store's answer or a StoreError, never another
+    Any tenant and filter get the dict store's answer or a StoreFailure, never another
     exception: a value with no UTF-8 form (a lone surrogate) equals and is part of no
     stored text, so it matches nothing, as in a dict of importable records.
     """
@@ -75,7 +76,7 @@ class SQLiteStore(TicketStore):
         except sqlite3.Error as error:
             self.close()
             raise store_error(error, source) from None
-        except StoreError:
+        except StoreFailure:
             self.close()
             raise
 
@@ -91,14 +92,14 @@ class SQLiteStore(TicketStore):
 
         `timeout` is how long a read waits for another connection's write lock
         before failing as "locked" (default DEFAULT_BUSY_TIMEOUT seconds). A file
-        made for another ID width than `id_format` is refused (StoreError "schema").
+        made for another ID width than `id_format` is refused (StoreFailure "schema").
         """
         path = Path(path)
         timeout = DEFAULT_BUSY_TIMEOUT if timeout is None else timeout
         if not path.exists():
-            raise StoreError("missing", f"no database at {path}")
+            raise StoreFailure("missing", f"no database at {path}")
         if path.is_dir():  # else SQLite reports a disk I/O error
-            raise StoreError("unavailable", f"cannot read {path}: it is a folder")
+            raise StoreFailure("unavailable", f"cannot read {path}: it is a folder")
         try:
             connection = sqlite3.connect(
                 path.resolve().as_uri() + "?mode=ro",
@@ -132,7 +133,7 @@ class SQLiteStore(TicketStore):
         return cls(connection, ":memory:", id_format=id_format)
 
     def close(self) -> None:
-        """Close the connection; later calls raise StoreError."""
+        """Close the connection; later calls raise StoreFailure."""
         self._close()
 
     def __enter__(self) -> SQLiteStore:
@@ -172,7 +173,7 @@ class SQLiteStore(TicketStore):
 
     def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         if not self._close.alive:
-            raise StoreError("unavailable", f"cannot read {self._source}: the store is closed")
+            raise StoreFailure("unavailable", f"cannot read {self._source}: the store is closed")
         try:
             with self._lock:
                 return self._connection.execute(sql, params).fetchall()
@@ -183,7 +184,7 @@ class SQLiteStore(TicketStore):
         # The schema's CHECKs keep every value text; only a file edited around SQLite
         # gets here with a BLOB, which would otherwise print as "b'...'".
         if not all(type(value) is str for value in row):
-            raise StoreError("schema", f"{self._source} holds a ticket field that is not text")
+            raise StoreFailure("schema", f"{self._source} holds a ticket field that is not text")
         ticket_id, title, status = (str(value) for value in row)
         return {"id": ticket_id, "title": title, "status": status}
 

@@ -8,7 +8,7 @@ import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, Key, plan
 from ticket_tools.stores.records import StoredRow
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
@@ -57,7 +57,7 @@ class SQLiteWriter:
     ) -> None:
         """Wrap an open read-write connection; check its schema and switch it to WAL.
 
-        The database must be made for ticket IDs of `id_format` (else StoreError("schema")).
+        The database must be made for ticket IDs of `id_format` (else StoreFailure("schema")).
         """
         self._connection = connection
         self._source = source
@@ -70,7 +70,7 @@ class SQLiteWriter:
         except sqlite3.Error as error:
             self.close()
             raise store_error(error, source, "write") from None
-        except StoreError:
+        except StoreFailure:
             self.close()
             raise
 
@@ -85,9 +85,9 @@ class SQLiteWriter:
         """Open an existing ticket database file for writing (never creates one)."""
         path = Path(path)
         if not path.exists():
-            raise StoreError("missing", f"no database at {path}")
+            raise StoreFailure("missing", f"no database at {path}")
         if path.is_dir():
-            raise StoreError("unavailable", f"cannot write {path}: it is a folder")
+            raise StoreFailure("unavailable", f"cannot write {path}: it is a folder")
         try:
             connection = sqlite3.connect(
                 path.resolve().as_uri() + "?mode=rw",
@@ -100,7 +100,7 @@ class SQLiteWriter:
         return cls(connection, str(path), id_format)
 
     def close(self) -> None:
-        """Close the connection; later batches raise StoreError."""
+        """Close the connection; later batches raise StoreFailure."""
         self._close()
 
     def __enter__(self) -> SQLiteWriter:
@@ -120,7 +120,7 @@ class SQLiteWriter:
         (`feed.plan`); the counts say what each change did.
         """
         if not self._close.alive:
-            raise StoreError("unavailable", f"cannot write {self._source}: the writer is closed")
+            raise StoreFailure("unavailable", f"cannot write {self._source}: the writer is closed")
         connection = self._connection
         try:
             # IMMEDIATE: the write lock is taken first, so no other writer can change a
