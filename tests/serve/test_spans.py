@@ -435,3 +435,27 @@ def test_without_the_extra_spans_asked_for_refuse_to_start(
         2,
         ["ticket-tools: OTEL_* variables ask for spans: install ticket-tools[otel]"],
     )
+
+
+ROOT_ONLY = """
+import pkgutil, sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "opentelemetry" or name.startswith("opentelemetry."):
+            raise ImportError(f"{name} hidden by the test")
+sys.meta_path.insert(0, Block())
+import ticket_tools
+names = [m.name for m in pkgutil.iter_modules(ticket_tools.__path__) if not m.ispkg]
+for name in names:
+    __import__(f"ticket_tools.{name}")
+print(len(names), sorted(m for m in sys.modules if m.startswith("opentelemetry")))
+"""
+
+
+def test_the_root_package_never_imports_opentelemetry() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", ROOT_ONLY], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    count, imported = done.stdout.split(" ", 1)
+    assert (int(count) > 10, imported.strip()) == (True, "[]")
