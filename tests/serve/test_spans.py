@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from http_support import post
+from http_support import PROTOCOL, open_session, post, rpc
 from testkit.server import ServerProcess, serve_http_command
 from testkit.tokens import Issuer, claims
 from ticket_tools.outcome import Outcome
@@ -335,6 +335,7 @@ code = main(sys.argv[1:])
 assert not [m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exp"))]
 sys.exit(code)
 """
+UNLIMITED = ("--tenant-rate", "0", "--subject-rate", "0")
 META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
@@ -342,8 +343,9 @@ META = {
 }
 
 
-def _command(code: str, jwks: Path) -> list[str]:
-    return [sys.executable, "-c", code, *serve_http_command(jwks, "--stateless")[3:]]
+def _command(code: str, jwks: Path, *extra: str) -> list[str]:
+    mode = extra or ("--stateless",)
+    return [sys.executable, "-c", code, *serve_http_command(jwks, *mode)[3:]]
 
 
 def _call(url: str, token: str, name: str, request_id: object, **extra: Any) -> dict[str, Any]:
@@ -404,6 +406,34 @@ def test_both_paths_send_the_same_spans(tmp_path: Path, idp: tuple[Path, str], p
     assert (unknown["status"], unknown["error"]["code"]) == (400, -32602)
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert lines == SERVER_SPANS
+
+
+def test_a_session_call_has_its_span(tmp_path: Path, idp: tuple[Path, str]) -> None:
+    jwks, token = idp
+    out = tmp_path / "spans.jsonl"
+    env = {"OTEL_TRACES_EXPORTER": "console", "SPANS_OUT": str(out)}
+    server = ServerProcess(_command(LAUNCH, jwks, *UNLIMITED), tmp_path / "stderr.txt", env=env)
+    try:
+        sid = open_session(server.url, token)
+        body = rpc("tools/call", {"name": "search_tickets", "arguments": {"limit": 1}}, 5)
+        headers = {"Mcp-Session-Id": sid, "traceparent": TRACEPARENT}
+        status, _, answer = post(server.url, body, token, headers)
+    finally:
+        assert server.stop() == 0, server.stderr()
+    assert (status, json.loads(answer)["result"]["isError"]) == (200, False)
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    attributes = {**BASE, "gen_ai.tool.name": "search_tickets", "jsonrpc.request.id": "5",
+                  "mcp.protocol.version": PROTOCOL}  # fmt: skip
+    assert lines == [
+        [
+            "tools/call search_tickets",
+            "SpanKind.SERVER",
+            attributes,
+            TRACE,
+            "StatusCode.UNSET",
+            None,
+        ]
+    ]
 
 
 def test_without_the_extra_the_server_answers(tmp_path: Path, idp: tuple[Path, str]) -> None:
