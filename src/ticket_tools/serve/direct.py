@@ -59,12 +59,13 @@ def direct_enabled() -> bool:
 class _Request:
     """What an observer sees of a request answered here: as the SDK's context shows it."""
 
-    __slots__ = ("meta", "request", "request_id")
+    __slots__ = ("meta", "protocol_version", "request", "request_id")
 
     def __init__(self, request_id: types.RequestId, meta: dict[str, Any], request: Request) -> None:
         self.request_id = request_id
         self.meta = meta
         self.request = request
+        self.protocol_version = VERSION
 
 
 class DirectPath:

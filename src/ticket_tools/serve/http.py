@@ -14,6 +14,7 @@ A session is bound to the token's (client, issuer, subject) that opened it; with
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import socket
 import sys
@@ -37,8 +38,10 @@ from ticket_tools.serve.connections import ConnectionLimits, guarded_protocol
 from ticket_tools.serve.direct import DirectPath, direct_enabled
 from ticket_tools.serve.protocol import correct_protocol, transport_security
 from ticket_tools.serve.replica import Replica, ReplicaOptions
-from ticket_tools.serve.server import RequestRef, ToolCalls, server_for
+from ticket_tools.serve.server import CallObserver, RequestRef, ToolCalls, server_for
 from ticket_tools.serve.sessions import SessionLimits, bound_sessions
+from ticket_tools.serve.spans import SpansError
+from ticket_tools.serve.spans import start as start_spans
 from ticket_tools.serve.tokens import JwksError, JwtVerifier, KeySet, TokenRules, context_from_token
 from ticket_tools.store import Records, TicketStore
 
@@ -92,8 +95,13 @@ def build_app(
     audit: AuditLog,
     replica: Replica,
     registry: ToolRegistry = REGISTRY,
+    spans: CallObserver | None = None,
 ) -> Starlette:
-    """Return the ASGI app serving the tools of `registry` at MCP_PATH, bound at `netloc`."""
+    """Return the ASGI app serving the tools of `registry` at MCP_PATH, bound at `netloc`.
+
+    `spans`, when tracing is on (serve/spans.py), is told of each call after the audit log
+    and the metrics.
+    """
     rules = options.rules
     resource_url = options.resource_url or f"http://{netloc}{MCP_PATH}"
     try:
@@ -110,6 +118,8 @@ def build_app(
     def observe(ctx: RequestRef, name: str, outcome: Outcome | None, seconds: float) -> None:
         audit.observe(ctx, name, outcome, seconds)
         replica.metrics.observe(ctx, name, outcome, seconds)
+        if spans is not None:
+            spans(ctx, name, outcome, seconds)
 
     tool_calls = ToolCalls(
         lambda: request_context(rules),
@@ -192,6 +202,12 @@ def serve_http(
                     f"cannot open {options.audit_log}: {type(error).__name__}"
                 ) from None
         audit = AuditLog(stream, options.rules)
+        try:
+            spans = start_spans(os.environ)
+        except SpansError as error:
+            raise ServeError(str(error)) from None
+        if spans is not None:
+            stack.callback(spans.shutdown)  # after the drain: the last calls' spans go too
         replica = Replica(store, options.replica, tenant_claim=options.rules.tenant_claim)
         verifier = JwtVerifier(keys, options.rules)
         app = build_app(
@@ -202,6 +218,7 @@ def serve_http(
             audit=audit,
             replica=replica,
             registry=registry,
+            spans=None if spans is None else spans.observe,
         )
         # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler it
         # found: this one, so the process ends with status 0 (and coverage data written).
