@@ -26,6 +26,8 @@ import pwd
 import shutil
 import subprocess
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -183,6 +185,19 @@ class ThrowawayCluster:
             raise RuntimeError(f"psql failed: {done.stderr.strip()}")
         return done.stdout.strip()
 
+    def start_standby_of(self, primary: ThrowawayCluster) -> None:
+        """Copy `primary` with `pg_basebackup -R` and start this cluster as its hot standby.
+
+        The copy is physical: the roles, the tables and their forced row-level security
+        are the primary's, and stay so as the standby replays its WAL over the socket.
+        """
+        self._run(
+            "pg_basebackup", "--pgdata", str(self.data), "--dbname", primary.dsn(),
+            "--write-recovery-conf", "--wal-method", "stream", "--checkpoint", "fast",
+            "--no-sync",
+        )  # fmt: skip
+        self.start()
+
     def destroy(self) -> None:
         """Stop the server at once if it runs, then remove the folder."""
         try:
@@ -210,3 +225,47 @@ class ThrowawayCluster:
         )
         if done.returncode != 0:
             raise RuntimeError(f"{program} failed: {done.stderr.strip()}")
+
+
+class ReplicatedClusters:
+    """A throwaway primary and `standbys` hot standbys streaming from it, each on its own socket.
+
+    `start()` starts the primary, runs `setup` on it (roles, databases, tables), then copies
+    it into each standby; `wait_replayed()` waits until every standby has replayed all the
+    primary has written; `destroy()` removes them all.
+    """
+
+    def __init__(self, binaries: Path, standbys: int = 1) -> None:
+        self.primary = ThrowawayCluster(binaries)
+        self.standbys = tuple(ThrowawayCluster(binaries) for _ in range(standbys))
+
+    def start(self, setup: Callable[[ThrowawayCluster], None] | None = None) -> None:
+        """Start the primary, run `setup` on it, then start each standby from a copy of it."""
+        self.primary.start()
+        if setup is not None:
+            setup(self.primary)
+        for standby in self.standbys:
+            standby.start_standby_of(self.primary)
+
+    def wait_replayed(self, timeout: float = TIMEOUT_SECONDS) -> None:
+        """Wait until each running standby has replayed the primary's current WAL position."""
+        # The insert position, not the written one: with synchronous_commit off, a commit's
+        # record may still sit in the WAL buffers, where neither has yet counted it.
+        target = self.primary.sql("SELECT pg_current_wal_insert_lsn()")
+        deadline = time.monotonic() + timeout
+        for standby in self.standbys:
+            if not standby.running():
+                continue
+            query = f"SELECT pg_last_wal_replay_lsn() >= '{target}'::pg_lsn"
+            while standby.sql(query) != "t":
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"a standby did not replay up to {target} in {timeout} s")
+                time.sleep(0.05)
+
+    def destroy(self) -> None:
+        """Stop and remove every standby, then the primary."""
+        try:
+            for standby in self.standbys:
+                standby.destroy()
+        finally:
+            self.primary.destroy()

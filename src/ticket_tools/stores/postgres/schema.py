@@ -318,4 +318,11 @@ def store_error(error: psycopg.Error, source: str, action: str) -> StoreFailure:
     """
     if error.sqlstate in ("42P01", "42703"):  # undefined table or column
         return StoreFailure("schema", f"{source} is not a ticket-tools database")
+    if error.sqlstate == "25006":  # read_only_sql_transaction: a hot standby took the write
+        # Not "unavailable": retrying the same DSN reaches the same standby.
+        return StoreFailure(
+            "privileged",
+            f"cannot {action} {source}: it is a read-only standby; writes need the primary: "
+            "add target_session_attrs=read-write to the DSN",
+        )
     return StoreFailure("unavailable", f"cannot {action} {source} ({type(error).__name__})")

