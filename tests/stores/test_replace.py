@@ -15,7 +15,7 @@ from ticket_tools.store import StoreError
 from ticket_tools.stores.feed import Change, Counts
 from ticket_tools.stores.postgres import importer as postgres_importer
 from ticket_tools.stores.postgres.importer import import_records, replace_dsn, replace_records
-from ticket_tools.stores.postgres.schema import describe
+from ticket_tools.stores.postgres.schema import WRITER_LOCK, describe
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
 from ticket_tools.stores.records import record_rows
@@ -158,6 +158,37 @@ def test_postgres_replace_is_atomic_for_a_reader(pg: dict[str, str], writer_role
             "SELECT relname FROM pg_class WHERE relname LIKE 'tickets%' ORDER BY relname"
         ).fetchall()
     assert tables == [("tickets",), ("tickets_pkey",)]
+
+
+def test_postgres_replace_keeps_a_change_applied_during_its_copy(pg: dict[str, str]) -> None:
+    """A batch of `apply` started during the copy waits for the swap, then lands on the new set."""
+    held: list[object] = []
+    landed: list[Counts] = []
+
+    writer = PostgresWriter.open(pg["owner"])
+    feeder = threading.Thread(
+        target=lambda: landed.append(
+            writer.apply([Change("upsert", "alpha", "TKT-301", 4, "fed", "closed")])
+        )
+    )
+
+    def during_copy(done: int, total: int) -> None:
+        with psycopg.connect(pg["super"]) as connection:
+            held.append(
+                connection.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK,)).fetchone()
+            )
+        feeder.start()
+
+    with writer:
+        assert replace_dsn(pg["owner"], NEW, on_progress=during_copy) == 12
+        feeder.join()
+    assert (held, landed) == ([(False,)], [Counts(1, 0, 0)])
+    with PostgresStore.open(pg["reader"]) as store:
+        assert store.get("alpha", "TKT-301") == {
+            "id": "TKT-301",
+            "title": "fed",
+            "status": "closed",
+        }
 
 
 def test_postgres_replace_gives_up_when_the_locks_never_come(pg: dict[str, str]) -> None:
