@@ -18,7 +18,7 @@ from ticket_tools.stores.postgres.importer import import_records, replace_dsn, r
 from ticket_tools.stores.postgres.schema import WRITER_LOCK, describe
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
-from ticket_tools.stores.records import record_rows
+from ticket_tools.stores.records import StoredRow, record_rows
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
@@ -77,6 +77,25 @@ def test_sqlite_replace_is_atomic_for_a_reader(tmp_path: Path) -> None:
         assert writer.apply([Change("upsert", "alpha", "TKT-300", 1, "t", "open")]) == Counts(
             1, 0, 0
         )
+
+
+def test_sqlite_replace_reads_its_rows_under_the_write_lock(tmp_path: Path) -> None:
+    """A change cannot be committed between the read of the new set and its swap."""
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, OLD)
+    refused: list[str] = []
+
+    def load() -> list[StoredRow]:
+        with SQLiteWriter.open(path, timeout=0) as other, pytest.raises(StoreError) as raised:
+            other.apply([Change("upsert", "alpha", "TKT-301", 4, "fed", "closed")])
+        refused.append(raised.value.reason)
+        return record_rows(NEW)
+
+    with SQLiteWriter.open(path) as writer:
+        assert writer.replace(load) == 12
+    assert refused == ["locked"]
+    with SQLiteStore.open(path) as store:
+        assert _page(store) == _page(NEW)
 
 
 def test_sqlite_replace_rolls_back_on_failure(tmp_path: Path) -> None:
@@ -189,6 +208,22 @@ def test_postgres_replace_keeps_a_change_applied_during_its_copy(pg: dict[str, s
             "title": "fed",
             "status": "closed",
         }
+
+
+def test_postgres_replace_reads_its_records_under_the_writers_lock(pg: dict[str, str]) -> None:
+    held: list[object] = []
+
+    def load() -> Records:
+        with psycopg.connect(pg["super"]) as connection:
+            held.append(
+                connection.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK,)).fetchone()
+            )
+        return NEW
+
+    assert replace_dsn(pg["owner"], load) == 12
+    assert held == [(False,)]
+    with PostgresStore.open(pg["reader"]) as store:
+        assert _page(store) == _page(NEW)
 
 
 def test_postgres_replace_gives_up_when_the_locks_never_come(pg: dict[str, str]) -> None:

@@ -121,7 +121,7 @@ def import_dsn(
 
 def replace_records(
     connection: psycopg.Connection,
-    records: Records,
+    records: Records | Callable[[], Records],
     *,
     on_progress: Callable[[int, int], None] | None = None,
     attempts: int = SWAP_ATTEMPTS,
@@ -135,19 +135,22 @@ def replace_records(
     beside `tickets`, with the same policy, comment and grants, which no reader waits
     for; then a short savepoint takes the tables' locks (waiting SWAP_LOCK_TIMEOUT_MS at
     a time, up to `attempts` times), drops the old table, renames the new one into its
-    place and clears the tombstones.
+    place and clears the tombstones. `records` may be a function that returns them: it
+    is called once the writers' lock is held, so that a file read by it is the state
+    every change committed after it is applied on top of.
     A reader's call sees the whole old set or the whole new set. Every id has
     `id_format`'s width, and so must the tables'. Raises RecordsError,
     StoreError("locked") when the locks never came (nothing changed), psycopg.Error.
     """
-    rows = postgres_rows(records, id_format=id_format)
     source = describe_params(connection.info.get_parameters())
     with connection.transaction():
-        # The writers' lock for the whole copy and swap: a batch of `apply` waits for
-        # the refresh, then lands on the new set, rather than being committed to the old
-        # table during the copy and dropped with it at the swap. Readers never take it.
+        # The writers' lock for the whole read, copy and swap: a batch of `apply` waits
+        # for the refresh, then lands on the new set, rather than being committed to the
+        # old table meanwhile and dropped with it at the swap. Readers never take it.
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
         check_schema(connection, source, id_format)
+        loaded = records() if callable(records) else records
+        rows = postgres_rows(loaded, id_format=id_format)
         connection.execute(f"DROP TABLE IF EXISTS {NEXT_TABLE}")
         for statement in tickets_table(NEXT_TABLE, id_format):
             connection.execute(statement)
@@ -182,7 +185,7 @@ def replace_records(
 
 def replace_dsn(
     dsn: str,
-    records: Records,
+    records: Records | Callable[[], Records],
     *,
     on_progress: Callable[[int, int], None] | None = None,
     id_format: IdFormat = ID_FORMAT,
