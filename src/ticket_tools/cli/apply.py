@@ -21,6 +21,7 @@ from typing import BinaryIO, Protocol, TextIO, cast
 
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import os_reason
+from ticket_tools.cli.serve import _seconds
 from ticket_tools.cli.stores import (
     POSTGRES_ENV,
     add_id_digits_option,
@@ -239,8 +240,22 @@ def add_commands(commands: Commands) -> None:
         help="a PostgreSQL ticket database, connecting as the tables' owner or the writer "
         f"role (default: ${POSTGRES_ENV})",
     )
+    apply.add_argument(
+        "--wait-seconds",
+        type=_seconds,
+        default=WAIT_SECONDS,
+        metavar="N",
+        help="how long a batch may wait for the writers' lock, held by another apply or by "
+        f"an import --replace until its swap, before apply exits 2 (default: {WAIT_SECONDS:g}; "
+        "on PostgreSQL the batch's own time included)",
+    )
     add_id_digits_option(apply)
     apply.set_defaults(run=run_apply)
+
+
+# A refresh holds the writers' lock while it reads, copies and swaps: 16 s for 10^6
+# tickets on SQLite (docs/feed.md). A batch waits for it rather than failing.
+WAIT_SECONDS = 120.0
 
 
 APPLY_EPILOG = """exit status:
@@ -259,7 +274,7 @@ def run_apply(options: argparse.Namespace) -> int:
         require_postgres()  # says how to install the extra if it is missing
     source = "stdin" if options.feed == "-" else options.feed
     with _open_feed(options.feed) as stream:
-        writer, target = _open_writer(options.db, dsn, id_format_of(options))
+        writer, target = _open_writer(options.db, dsn, id_format_of(options), options.wait_seconds)
         progress = Progress(sys.stderr) if sys.stderr.isatty() else None
         try:
             applied = apply_feed(
@@ -277,17 +292,19 @@ def run_apply(options: argparse.Namespace) -> int:
     return 0
 
 
-def _open_writer(db: Path | None, dsn: str | None, id_format: IdFormat) -> tuple[FeedWriter, str]:
+def _open_writer(
+    db: Path | None, dsn: str | None, id_format: IdFormat, wait: float
+) -> tuple[FeedWriter, str]:
     if db is not None:
         from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
 
-        return SQLiteWriter.open(db, id_format=id_format), str(db)
+        return SQLiteWriter.open(db, timeout=wait, id_format=id_format), str(db)
     # Imported here: psycopg is an optional extra.
     from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
     from ticket_tools.stores.postgres.writer import PostgresWriter  # noqa: PLC0415
 
     postgres = cast(str, dsn)  # run_apply passes one or the other
-    return PostgresWriter.open(postgres, id_format=id_format), describe(postgres)
+    return PostgresWriter.open(postgres, timeout=wait, id_format=id_format), describe(postgres)
 
 
 def _open_feed(feed: str) -> contextlib.AbstractContextManager[BinaryIO]:
