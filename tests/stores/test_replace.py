@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, cast
 
 import psycopg
 import pytest
@@ -274,3 +280,141 @@ def test_a_privilege_outside_the_known_set_is_not_copied(
     with PostgresStore.open(pg["reader"]) as store, pytest.raises(StoreError) as raised:
         store.find("alpha", TicketFilter(), limit=1)  # the reader's SELECT was not copied
     assert raised.value.reason == "unavailable"
+
+
+# Large enough that the refresh holds the writers' lock while the feed trickles in.
+BIG_TENANTS = 100  # of 1,000 tickets each: 100,000
+FEED_CHANGES = 400
+FEED_KEYS = 300  # a quarter of them changed twice
+GATE_SECONDS = 60.0
+
+
+def _big_records(path: Path) -> Records:
+    records: Records = {
+        f"t{tenant}:TKT-{n:03d}": {"id": f"TKT-{n:03d}", "title": f"snap {n}", "status": "open"}
+        for tenant in range(BIG_TENANTS)
+        for n in range(1000)
+    }
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return records
+
+
+def _feed_lines() -> list[dict[str, object]]:
+    """Changes to keys the snapshot holds, each key's versions rising, deletes among them."""
+    lines: list[dict[str, object]] = []
+    for number in range(FEED_CHANGES):
+        ticket_id = f"TKT-{number % FEED_KEYS:03d}"
+        change: dict[str, object] = {
+            "op": "delete" if number % 7 == 0 else "upsert",
+            "key": f"t0:{ticket_id}",
+            "version": number // FEED_KEYS + 1,
+        }
+        if change["op"] == "upsert":
+            change["ticket"] = {"id": ticket_id, "title": f"fed {number}", "status": "closed"}
+        lines.append(change)
+    return lines
+
+
+def _oracle(snapshot: Records, feed: list[dict[str, object]]) -> list[tuple[str, str, str, str]]:
+    """The snapshot at version 0, then per key the highest version of the feed."""
+    state = {tuple(key.split(":")): (t["title"], t["status"]) for key, t in snapshot.items()}
+    for change in sorted(feed, key=lambda c: cast(int, c["version"])):
+        key = tuple(cast(str, change["key"]).split(":"))
+        if change["op"] == "delete":
+            state.pop(key, None)
+        else:
+            ticket = cast(dict[str, str], change["ticket"])
+            state[key] = (ticket["title"], ticket["status"])
+    return sorted((*key, *fields) for key, fields in state.items())  # type: ignore[misc]
+
+
+def _sqlite_locked(db: Path) -> bool:
+    probe = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
+def _postgres_began(dsn: str) -> bool:
+    # The lock, or the copy's table: a refresh that copies without the lock has begun too.
+    with psycopg.connect(dsn, autocommit=True) as probe:
+        taken = probe.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK,)).fetchone()
+        if taken == (True,):
+            probe.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
+        copying = probe.execute(
+            "SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE c.relname = 'tickets_next')"
+        ).fetchone()
+    return taken == (False,) or copying == (True,)
+
+
+def _ticket_tools(*args: str, stdin: int | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ticket_tools.cli", *args],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.parametrize(
+    "store", [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres")]
+)
+def test_a_refresh_beside_a_trickling_feed_loses_nothing(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every change fed once the refresh holds the writers' lock is in the end state."""
+    snapshot = _big_records(tmp_path / "big.json")
+    feed = _feed_lines()
+    if store == "sqlite":
+        db = tmp_path / "tickets.sqlite"
+        write_database(db, OLD)
+        target = ["--db", str(db)]
+        began: Callable[[], bool] = lambda: _sqlite_locked(db)  # noqa: E731
+    else:
+        dsns = cast(dict[str, str], request.getfixturevalue("pg"))
+        target = ["--postgres", dsns["owner"]]
+        began = lambda: _postgres_began(dsns["super"])  # noqa: E731
+    # Started first and idle, so that its first line is applied as soon as it is fed.
+    apply = _ticket_tools("apply", "-", *target, stdin=subprocess.PIPE)
+    refresh = _ticket_tools("import", str(tmp_path / "big.json"), "--replace", *target)
+    # The refresh began when it holds the lock; what came before, the snapshot replaces.
+    deadline = time.monotonic() + GATE_SECONDS
+    while not began() and refresh.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    during = refresh.poll() is None
+    stdin = cast(IO[bytes], apply.stdin)
+    try:
+        for change in feed:
+            stdin.write(json.dumps(change).encode() + b"\n")
+            stdin.flush()
+            time.sleep(0.002)
+    finally:
+        stdin.close()
+    apply.wait(timeout=GATE_SECONDS)
+    refreshed = refresh.communicate(timeout=GATE_SECONDS)
+    with cast(IO[bytes], apply.stdout) as out, cast(IO[bytes], apply.stderr) as err:
+        applied = (out.read(), err.read())
+    assert (refresh.returncode, refreshed[1], apply.returncode, applied[1]) == (0, b"", 0, b"")
+    if store == "sqlite":
+        with sqlite3.connect(db) as connection:
+            rows = connection.execute(
+                "SELECT tenant, id, title, status FROM tickets ORDER BY tenant, id"
+            ).fetchall()
+    else:
+        with psycopg.connect(dsns["super"]) as connection:
+            rows = connection.execute(
+                "SELECT tenant, id, title, status FROM tickets ORDER BY tenant, id"
+            ).fetchall()
+    expected = _oracle(snapshot, feed)
+    assert (len(rows), [row for row in rows if row[0] == "t0"]) == (
+        len(expected),
+        [row for row in expected if row[0] == "t0"],
+    )
+    assert sorted(rows) == expected
+    assert during  # the feed began while the refresh was still running
