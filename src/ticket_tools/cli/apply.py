@@ -254,7 +254,7 @@ def add_commands(commands: Commands) -> None:
 
 
 # A refresh holds the writers' lock while it reads, copies and swaps: 16 s for 10^6
-# tickets on SQLite (docs/feed.md). A batch waits for it rather than failing.
+# tickets on SQLite (measured for issue 23). A batch waits for it rather than failing.
 WAIT_SECONDS = 120.0
 
 
