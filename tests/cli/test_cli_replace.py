@@ -108,15 +108,23 @@ def test_replace_with_id_digits(
         import_records(connection, widened(SIX), grant_to=READER, id_format=SIX)
     reader = postgres_database.cluster.dsn(READER, scratch)
     for store, source in ((["--db", str(db)], str(db)), (["--postgres", owner], describe(owner))):
-        # The records are checked at the width named; the store is refused at another width.
+        # The store is refused at another width, before its file is read under the lock.
         assert main(["import", str(wide), "--replace", *store]) == 2
         assert capsys.readouterr().err == (
-            f"ticket-tools: {wide}: record 1 (in file order): "
-            "the id is not TKT- followed by exactly three digits\n"
+            f"ticket-tools: {source} holds ticket IDs of 6 digits, not 3: use --id-digits 6\n"
         )
         assert main(["import", str(new_records_of(tmp_path)), "--replace", *store]) == 2
         assert capsys.readouterr().err == (
             f"ticket-tools: {source} holds ticket IDs of 6 digits, not 3: use --id-digits 6\n"
+        )
+        # The records are checked at the width named.
+        assert (
+            main(["import", str(new_records_of(tmp_path)), "--replace", *store, "--id-digits", "6"])
+            == 2
+        )
+        assert capsys.readouterr().err == (
+            f"ticket-tools: {new_records_of(tmp_path)}: record 1 (in file order): "
+            "the id is not TKT- followed by exactly six digits\n"
         )
         assert main(["import", str(wide), "--replace", *store, "--id-digits", "6"]) == 0
         assert capsys.readouterr() == (f"replaced the tickets of {source} with 1\n", "")

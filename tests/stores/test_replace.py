@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, cast
 
 import psycopg
 import pytest
@@ -15,10 +21,10 @@ from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts
 from ticket_tools.stores.postgres import importer as postgres_importer
 from ticket_tools.stores.postgres.importer import import_records, replace_dsn, replace_records
-from ticket_tools.stores.postgres.schema import describe
+from ticket_tools.stores.postgres.schema import WRITER_LOCK, describe
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
-from ticket_tools.stores.records import record_rows
+from ticket_tools.stores.records import StoredRow, record_rows
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
@@ -77,6 +83,25 @@ def test_sqlite_replace_is_atomic_for_a_reader(tmp_path: Path) -> None:
         assert writer.apply([Change("upsert", "alpha", "TKT-300", 1, "t", "open")]) == Counts(
             1, 0, 0
         )
+
+
+def test_sqlite_replace_reads_its_rows_under_the_write_lock(tmp_path: Path) -> None:
+    """A change cannot be committed between the read of the new set and its swap."""
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, OLD)
+    refused: list[str] = []
+
+    def load() -> list[StoredRow]:
+        with SQLiteWriter.open(path, timeout=0) as other, pytest.raises(StoreFailure) as raised:
+            other.apply([Change("upsert", "alpha", "TKT-301", 4, "fed", "closed")])
+        refused.append(raised.value.reason)
+        return record_rows(NEW)
+
+    with SQLiteWriter.open(path) as writer:
+        assert writer.replace(load) == 12
+    assert refused == ["locked"]
+    with SQLiteStore.open(path) as store:
+        assert _page(store) == _page(NEW)
 
 
 def test_sqlite_replace_rolls_back_on_failure(tmp_path: Path) -> None:
@@ -160,6 +185,53 @@ def test_postgres_replace_is_atomic_for_a_reader(pg: dict[str, str], writer_role
     assert tables == [("tickets",), ("tickets_pkey",)]
 
 
+def test_postgres_replace_keeps_a_change_applied_during_its_copy(pg: dict[str, str]) -> None:
+    """A batch of `apply` started during the copy waits for the swap, then lands on the new set."""
+    held: list[object] = []
+    landed: list[Counts] = []
+
+    writer = PostgresWriter.open(pg["owner"])
+    feeder = threading.Thread(
+        target=lambda: landed.append(
+            writer.apply([Change("upsert", "alpha", "TKT-301", 4, "fed", "closed")])
+        )
+    )
+
+    def during_copy(done: int, total: int) -> None:
+        with psycopg.connect(pg["super"]) as connection:
+            held.append(
+                connection.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK,)).fetchone()
+            )
+        feeder.start()
+
+    with writer:
+        assert replace_dsn(pg["owner"], NEW, on_progress=during_copy) == 12
+        feeder.join()
+    assert (held, landed) == ([(False,)], [Counts(1, 0, 0)])
+    with PostgresStore.open(pg["reader"]) as store:
+        assert store.get("alpha", "TKT-301") == {
+            "id": "TKT-301",
+            "title": "fed",
+            "status": "closed",
+        }
+
+
+def test_postgres_replace_reads_its_records_under_the_writers_lock(pg: dict[str, str]) -> None:
+    held: list[object] = []
+
+    def load() -> Records:
+        with psycopg.connect(pg["super"]) as connection:
+            held.append(
+                connection.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK,)).fetchone()
+            )
+        return NEW
+
+    assert replace_dsn(pg["owner"], load) == 12
+    assert held == [(False,)]
+    with PostgresStore.open(pg["reader"]) as store:
+        assert _page(store) == _page(NEW)
+
+
 def test_postgres_replace_gives_up_when_the_locks_never_come(pg: dict[str, str]) -> None:
     with psycopg.connect(pg["reader"]) as holder:
         holder.execute("SELECT set_config('app.tenant', 'alpha', true)")
@@ -208,3 +280,141 @@ def test_a_privilege_outside_the_known_set_is_not_copied(
     with PostgresStore.open(pg["reader"]) as store, pytest.raises(StoreFailure) as raised:
         store.find("alpha", TicketFilter(), limit=1)  # the reader's SELECT was not copied
     assert raised.value.reason == "unavailable"
+
+
+# Large enough that the refresh holds the writers' lock while the feed trickles in.
+BIG_TENANTS = 100  # of 1,000 tickets each: 100,000
+FEED_CHANGES = 400
+FEED_KEYS = 300  # a quarter of them changed twice
+GATE_SECONDS = 60.0
+
+
+def _big_records(path: Path) -> Records:
+    records: Records = {
+        f"t{tenant}:TKT-{n:03d}": {"id": f"TKT-{n:03d}", "title": f"snap {n}", "status": "open"}
+        for tenant in range(BIG_TENANTS)
+        for n in range(1000)
+    }
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return records
+
+
+def _feed_lines() -> list[dict[str, object]]:
+    """Changes to keys the snapshot holds, each key's versions rising, deletes among them."""
+    lines: list[dict[str, object]] = []
+    for number in range(FEED_CHANGES):
+        ticket_id = f"TKT-{number % FEED_KEYS:03d}"
+        change: dict[str, object] = {
+            "op": "delete" if number % 7 == 0 else "upsert",
+            "key": f"t0:{ticket_id}",
+            "version": number // FEED_KEYS + 1,
+        }
+        if change["op"] == "upsert":
+            change["ticket"] = {"id": ticket_id, "title": f"fed {number}", "status": "closed"}
+        lines.append(change)
+    return lines
+
+
+def _oracle(snapshot: Records, feed: list[dict[str, object]]) -> list[tuple[str, str, str, str]]:
+    """The snapshot at version 0, then per key the highest version of the feed."""
+    state = {tuple(key.split(":")): (t["title"], t["status"]) for key, t in snapshot.items()}
+    for change in sorted(feed, key=lambda c: cast(int, c["version"])):
+        key = tuple(cast(str, change["key"]).split(":"))
+        if change["op"] == "delete":
+            state.pop(key, None)
+        else:
+            ticket = cast(dict[str, str], change["ticket"])
+            state[key] = (ticket["title"], ticket["status"])
+    return sorted((*key, *fields) for key, fields in state.items())  # type: ignore[misc]
+
+
+def _sqlite_locked(db: Path) -> bool:
+    probe = sqlite3.connect(db, timeout=0, isolation_level=None)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+    except sqlite3.OperationalError:
+        return True
+    finally:
+        probe.close()
+    return False
+
+
+def _postgres_began(dsn: str) -> bool:
+    # The lock, or the copy's table: a refresh that copies without the lock has begun too.
+    with psycopg.connect(dsn, autocommit=True) as probe:
+        taken = probe.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK,)).fetchone()
+        if taken == (True,):
+            probe.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
+        copying = probe.execute(
+            "SELECT EXISTS (SELECT FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            "WHERE c.relname = 'tickets_next')"
+        ).fetchone()
+    return taken == (False,) or copying == (True,)
+
+
+def _ticket_tools(*args: str, stdin: int | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "ticket_tools.cli", *args],
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+@pytest.mark.parametrize(
+    "store", [pytest.param("sqlite", id="sqlite"), pytest.param("postgres", id="postgres")]
+)
+def test_a_refresh_beside_a_trickling_feed_loses_nothing(
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Every change fed once the refresh holds the writers' lock is in the end state."""
+    snapshot = _big_records(tmp_path / "big.json")
+    feed = _feed_lines()
+    if store == "sqlite":
+        db = tmp_path / "tickets.sqlite"
+        write_database(db, OLD)
+        target = ["--db", str(db)]
+        began: Callable[[], bool] = lambda: _sqlite_locked(db)  # noqa: E731
+    else:
+        dsns = cast(dict[str, str], request.getfixturevalue("pg"))
+        target = ["--postgres", dsns["owner"]]
+        began = lambda: _postgres_began(dsns["super"])  # noqa: E731
+    # Started first and idle, so that its first line is applied as soon as it is fed.
+    apply = _ticket_tools("apply", "-", *target, stdin=subprocess.PIPE)
+    refresh = _ticket_tools("import", str(tmp_path / "big.json"), "--replace", *target)
+    # The refresh began when it holds the lock; what came before, the snapshot replaces.
+    deadline = time.monotonic() + GATE_SECONDS
+    while not began() and refresh.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    during = refresh.poll() is None
+    stdin = cast(IO[bytes], apply.stdin)
+    try:
+        for change in feed:
+            stdin.write(json.dumps(change).encode() + b"\n")
+            stdin.flush()
+            time.sleep(0.002)
+    finally:
+        stdin.close()
+    apply.wait(timeout=GATE_SECONDS)
+    refreshed = refresh.communicate(timeout=GATE_SECONDS)
+    with cast(IO[bytes], apply.stdout) as out, cast(IO[bytes], apply.stderr) as err:
+        applied = (out.read(), err.read())
+    assert (refresh.returncode, refreshed[1], apply.returncode, applied[1]) == (0, b"", 0, b"")
+    if store == "sqlite":
+        with sqlite3.connect(db) as connection:
+            rows = connection.execute(
+                "SELECT tenant, id, title, status FROM tickets ORDER BY tenant, id"
+            ).fetchall()
+    else:
+        with psycopg.connect(dsns["super"]) as connection:
+            rows = connection.execute(
+                "SELECT tenant, id, title, status FROM tickets ORDER BY tenant, id"
+            ).fetchall()
+    expected = _oracle(snapshot, feed)
+    assert (len(rows), [row for row in rows if row[0] == "t0"]) == (
+        len(expected),
+        [row for row in expected if row[0] == "t0"],
+    )
+    assert sorted(rows) == expected
+    assert during  # the feed began while the refresh was still running

@@ -36,8 +36,10 @@ POSTGRES_ENV = "TICKET_TOOLS_POSTGRES"
 Progress = Callable[[int, int], None]
 """Called as progress(done, total) while an import writes."""
 
-Importer = Callable[[Records, Progress | None], tuple[int, str]]
-"""Write records somewhere; return the ticket count and where they went."""
+Importer = Callable[[Callable[[], Records], Progress], tuple[int, str]]
+"""Write the records a loader reads somewhere; return the ticket count and where they went.
+
+A replacer calls the loader once it holds the writers' lock (docs/feed.md)."""
 
 
 def add_store_options(parser: argparse.ArgumentParser) -> None:
@@ -224,23 +226,30 @@ def _run_import(options: argparse.Namespace) -> int:
             if dsn is None
             else _postgres_importer(dsn, options, id_format)
         )
-    # Checked once, by the import itself, before anything is written.
-    try:
+    bar: ProgressBar | None = None
+    cleaned = 0
+
+    def load() -> Records:
+        nonlocal bar, cleaned
+        # Checked once, by the import itself, before anything is written.
         cleaned_records, cleaned = clean_records(
             read_records(options.records), raw=options.raw_titles
         )
-    except RecordsError as error:
-        raise CommandError(f"{options.records}: {error}") from None
-    records = cast(Records, cleaned_records)
-    bar = None
-    if (
-        sys.stderr.isatty()
-        and isinstance(records, Mapping)
-        and len(records) >= PROGRESS_MIN_TICKETS
-    ):
-        bar = ProgressBar(sys.stderr, "importing")
+        records = cast(Records, cleaned_records)
+        if (
+            sys.stderr.isatty()
+            and isinstance(records, Mapping)
+            and len(records) >= PROGRESS_MIN_TICKETS
+        ):
+            bar = ProgressBar(sys.stderr, "importing")
+        return records
+
+    def progress(done: int, total: int) -> None:
+        if bar is not None:
+            bar.update(done, total)
+
     try:
-        count, target = write(records, None if bar is None else bar.update)
+        count, target = write(load, progress)
     except RecordsError as error:
         raise CommandError(f"{options.records}: {error}") from None
     finally:
@@ -254,7 +263,8 @@ def _run_import(options: argparse.Namespace) -> int:
 
 
 def _sqlite_importer(path: Path, id_format: IdFormat) -> Importer:
-    def write(records: Records, progress: Progress | None) -> tuple[int, str]:
+    def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
+        records = load()
         try:
             count = write_database(path, records, on_progress=progress, id_format=id_format)
             return count, str(path)
@@ -269,11 +279,11 @@ def _sqlite_importer(path: Path, id_format: IdFormat) -> Importer:
 def _sqlite_replacer(path: Path, id_format: IdFormat) -> Importer:
     from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
 
-    def write(records: Records, progress: Progress | None) -> tuple[int, str]:
-        # Checked whole before the database is opened.
-        rows = record_rows(records, id_format=id_format)
+    def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
         with SQLiteWriter.open(path, id_format=id_format) as writer:
-            return writer.replace(rows, progress), str(path)
+            # Read and checked whole under the write lock, before anything is written.
+            count = writer.replace(lambda: record_rows(load(), id_format=id_format), progress)
+            return count, str(path)
 
     return write
 
@@ -283,8 +293,8 @@ def _postgres_replacer(dsn: str, id_format: IdFormat) -> Importer:
     from ticket_tools.stores.postgres.importer import replace_dsn  # noqa: PLC0415
     from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
 
-    def write(records: Records, progress: Progress | None) -> tuple[int, str]:
-        return replace_dsn(dsn, records, on_progress=progress, id_format=id_format), describe(dsn)
+    def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
+        return replace_dsn(dsn, load, on_progress=progress, id_format=id_format), describe(dsn)
 
     return write
 
@@ -299,7 +309,8 @@ def _postgres_importer(dsn: str, options: argparse.Namespace, id_format: IdForma
 
     target = describe(dsn)
 
-    def write(records: Records, progress: Progress | None) -> tuple[int, str]:
+    def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
+        records = load()
         try:
             count = import_dsn(
                 dsn,

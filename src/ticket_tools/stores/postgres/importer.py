@@ -122,7 +122,7 @@ def import_dsn(
 
 def replace_records(
     connection: psycopg.Connection,
-    records: Records,
+    records: Records | Callable[[], Records],
     *,
     on_progress: Callable[[int, int], None] | None = None,
     attempts: int = SWAP_ATTEMPTS,
@@ -130,19 +130,28 @@ def replace_records(
 ) -> int:
     """Replace every ticket with `records` (at version 0): built beside, swapped atomically.
 
-    Run as the table's owner on an idle connection. First, in a transaction of its own
-    that no reader waits for, the new set is copied into a new table beside `tickets`
-    with the same policy, comment and grants. Then one short transaction takes the
-    tables' locks (waiting SWAP_LOCK_TIMEOUT_MS at a time, up to `attempts` times),
-    drops the old table, renames the new one into its place and clears the tombstones.
+    Run as the table's owner on an idle connection. One transaction holds the writers'
+    lock (WRITER_LOCK, as `apply` takes for each batch) throughout, so no change is
+    committed to the old table meanwhile: first the new set is copied into a new table
+    beside `tickets`, with the same policy, comment and grants, which no reader waits
+    for; then a short savepoint takes the tables' locks (waiting SWAP_LOCK_TIMEOUT_MS at
+    a time, up to `attempts` times), drops the old table, renames the new one into its
+    place and clears the tombstones. `records` may be a function that returns them: it
+    is called once the writers' lock is held, so that a file read by it is the state
+    every change committed after it is applied on top of.
     A reader's call sees the whole old set or the whole new set. Every id has
     `id_format`'s width, and so must the tables'. Raises RecordsError,
     StoreFailure("locked") when the locks never came (nothing changed), psycopg.Error.
     """
-    rows = postgres_rows(records, id_format=id_format)
     source = describe_params(connection.info.get_parameters())
     with connection.transaction():
+        # The writers' lock for the whole read, copy and swap: a batch of `apply` waits
+        # for the refresh, then lands on the new set, rather than being committed to the
+        # old table meanwhile and dropped with it at the swap. Readers never take it.
+        connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
         check_schema(connection, source, id_format)
+        loaded = records() if callable(records) else records
+        rows = postgres_rows(loaded, id_format=id_format)
         connection.execute(f"DROP TABLE IF EXISTS {NEXT_TABLE}")
         for statement in tickets_table(NEXT_TABLE, id_format):
             connection.execute(statement)
@@ -155,29 +164,29 @@ def replace_records(
                 )
                 connection.execute(grant)
         connection.execute(f"ANALYZE {NEXT_TABLE}")
-    for _ in range(attempts):
-        try:
-            with connection.transaction():
-                connection.execute(
-                    "SELECT set_config('lock_timeout', %s, true)", (str(SWAP_LOCK_TIMEOUT_MS),)
-                )
-                # The writers' lock first, as `apply` takes it before the tables' locks.
-                connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
-                connection.execute("LOCK TABLE tickets, tombstones IN ACCESS EXCLUSIVE MODE")
-                for statement in _SWAP:
-                    connection.execute(statement)
-        except psycopg.errors.LockNotAvailable:
-            continue
-        return len(rows)
-    raise StoreFailure(
-        "locked",
-        f"{source}: the swap never got the tables' locks; nothing was replaced, try again",
-    )
+        for _ in range(attempts):
+            try:
+                # A savepoint: a lock that timed out is released, the writers' lock kept.
+                with connection.transaction():
+                    connection.execute(
+                        "SELECT set_config('lock_timeout', %s, true)",
+                        (str(SWAP_LOCK_TIMEOUT_MS),),
+                    )
+                    connection.execute("LOCK TABLE tickets, tombstones IN ACCESS EXCLUSIVE MODE")
+                    for statement in _SWAP:
+                        connection.execute(statement)
+            except psycopg.errors.LockNotAvailable:
+                continue
+            return len(rows)
+        raise StoreFailure(
+            "locked",
+            f"{source}: the swap never got the tables' locks; nothing was replaced, try again",
+        )
 
 
 def replace_dsn(
     dsn: str,
-    records: Records,
+    records: Records | Callable[[], Records],
     *,
     on_progress: Callable[[int, int], None] | None = None,
     id_format: IdFormat = ID_FORMAT,

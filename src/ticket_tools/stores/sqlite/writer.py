@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
@@ -141,16 +141,24 @@ class SQLiteWriter:
             raise store_error(error, self._source, "write") from None
         return counts
 
-    def replace(self, rows: list[StoredRow], on_progress: Progress | None = None) -> int:
+    def replace(
+        self,
+        rows: list[StoredRow] | Callable[[], list[StoredRow]],
+        on_progress: Progress | None = None,
+    ) -> int:
         """Replace every ticket with `rows` (at version 0) and clear the tombstones, atomically.
 
         One transaction: in WAL mode a reader sees the whole old set until the commit,
-        then the whole new set, and never waits for it (docs/stores.md). Returns the count.
+        then the whole new set, and never waits for it (docs/stores.md). `rows` may be a
+        function that returns them, called once the write lock is held: a batch of
+        `apply` then waits and lands on the new set. Returns the count.
         """
         connection = self._connection
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:
+                if callable(rows):
+                    rows = rows()
                 connection.execute("DELETE FROM tickets")
                 connection.execute("DELETE FROM tombstones")
                 insert_batches(connection, rows, on_progress)
