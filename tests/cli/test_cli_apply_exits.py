@@ -143,7 +143,7 @@ def test_a_locked_store_exits_2(
     holder = sqlite3.connect(database, isolation_level=None)
     try:
         holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock past apply's wait
-        run = start(feed, ["--db", str(database)])
+        run = start(feed, ["--db", str(database), "--wait-seconds", "0.5"])
         run.send(upsert("alpha:TKT-101", 1, "never"))
         status, out, err = run.ended()
     finally:

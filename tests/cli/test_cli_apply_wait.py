@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-import threading
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -53,21 +55,26 @@ def test_apply_gives_up_after_its_wait(paths: tuple[Path, Path], capsys: Capture
     )
 
 
-def test_apply_waits_for_the_lock_then_applies(paths: tuple[Path, Path], capsys: Captured) -> None:
+def test_apply_waits_for_the_lock_then_applies(paths: tuple[Path, Path]) -> None:
     db, feed = paths
     holder = _hold_write_lock(db)
-    exits: list[int] = []
-    applying = threading.Thread(
-        target=lambda: exits.append(main(["apply", str(feed), "--db", str(db)]))
-    )
-    applying.start()
-    # Released whether or not apply has begun to wait: either way it must not fail.
-    applying.join(timeout=0.5)
-    holder.execute("COMMIT")
-    holder.close()
-    applying.join()
-    assert exits == [0]
-    assert capsys.readouterr() == (
+    try:
+        # The real command: apply handles SIGTERM, which only a main thread may.
+        applying = subprocess.Popen(
+            [sys.executable, "-m", "ticket_tools.cli", "apply", str(feed), "--db", str(db)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        # Released whether or not apply has begun to wait: either way it must not fail.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            applying.wait(timeout=1)
+        holder.execute("COMMIT")
+    finally:
+        holder.close()
+    out, err = applying.communicate(timeout=60)
+    assert (applying.returncode, out, err) == (
+        0,
         f"applied 1 changes from {feed} to {db}: 1 upserted, 0 deleted, 0 stale\n",
         "",
     )
