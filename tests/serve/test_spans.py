@@ -28,6 +28,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from http_support import PROTOCOL, open_session, post, rpc
 from testkit.server import ServerProcess, serve_http_command
 from testkit.tokens import Issuer, claims
+from ticket_tools.catalog import REGISTRY
 from ticket_tools.outcome import Outcome
 from ticket_tools.serve import spans
 from ticket_tools.serve.direct import SWITCH
@@ -380,7 +381,7 @@ SERVER_SPANS = [
      "error.type": "tool_error"}, OTHER_TRACE, "StatusCode.ERROR", "not_found"],
     ["tools/call", "SpanKind.SERVER", {**BASE, "jsonrpc.request.id": "9",
      "mcp.protocol.version": "2026-07-28", **_error("-32602")}, None, "StatusCode.ERROR",
-     "unknown_tool: unknown tool; the tools are: get_ticket, search_tickets"],
+     f"unknown_tool: unknown tool; the tools are: {', '.join(t.name for t in REGISTRY)}"],
 ]  # fmt: skip
 
 
