@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 import psycopg
 import pytest
@@ -19,6 +19,7 @@ from ticket_tools.stores.postgres.schema import (
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
     MIGRATE_FROM_3,
+    WRITER_LOCK,
     describe,
 )
 from ticket_tools.stores.postgres.store import PostgresStore
@@ -195,6 +196,26 @@ def test_a_writer_role_as_the_docs_define_it(dsns: dict[str, str]) -> None:
     tickets, tombstones = dump(dsns["super"])
     assert ("alpha", "TKT-120", "t", "open", "t", 3) in tickets
     assert ("beta", "TKT-102", 3) in tombstones
+
+
+@pytest.mark.parametrize("role", ["owner", "writer"])
+def test_a_batch_waits_for_the_writers_lock_no_longer_than_its_timeout(
+    dsns: dict[str, str], role: str
+) -> None:
+    with ExitStack() as stack:
+        dsn = dsns["owner"] if role == "owner" else stack.enter_context(writer_role(dsns))
+        writer = stack.enter_context(PostgresWriter.open(dsn, timeout=0.2))
+        # What an import --replace holds through its copy and swap.
+        holder = stack.enter_context(psycopg.connect(dsns["owner"], autocommit=True))
+        holder.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK,))
+        with pytest.raises(StoreFailure) as raised:
+            writer.apply([up("TKT-120", 3)])
+        assert (raised.value.reason, str(raised.value)) == (
+            "unavailable",
+            f"cannot write {describe(dsn)} (QueryCanceled)",
+        )
+        holder.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
+        assert writer.apply([up("TKT-120", 3)]) == Counts(1, 0, 0)
 
 
 UNSCOPED = "SELECT tenant, id FROM tickets ORDER BY tenant, id"

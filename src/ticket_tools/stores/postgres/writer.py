@@ -27,7 +27,10 @@ from ticket_tools.tickets import ID_FORMAT, IdFormat
 # How long one batch may take, waits for locks included (its statement_timeout).
 DEFAULT_TIMEOUT = 30.0
 
-_BEGIN_SQL = "SELECT set_config('statement_timeout', %s, true), pg_advisory_xact_lock(%s)"
+# Two statements: a statement_timeout set within a statement bounds only the ones after it,
+# and the lock's wait (behind an import --replace) must be bounded too.
+_TIMEOUT_SQL = "SELECT set_config('statement_timeout', %s, true)"
+_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true)"
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
 _VERSIONS_SQL = (
@@ -185,7 +188,8 @@ class PostgresWriter:
         connection = self._connection
         with connection.transaction():
             with connection.pipeline():
-                connection.execute(_BEGIN_SQL, (self._timeout_ms, WRITER_LOCK))
+                connection.execute(_TIMEOUT_SQL, (self._timeout_ms,))
+                connection.execute(_LOCK_SQL, (WRITER_LOCK,))
                 keys = sorted({change.key for change in changes})
                 cursor: psycopg.Cursor[tuple[str, str, int]] = connection.cursor()
                 cursor.execute(
@@ -231,7 +235,8 @@ class PostgresWriter:
         connection = self._connection
         with connection.transaction():
             with connection.pipeline():
-                connection.execute(_BEGIN_SQL, (self._timeout_ms, WRITER_LOCK))
+                connection.execute(_TIMEOUT_SQL, (self._timeout_ms,))
+                connection.execute(_LOCK_SQL, (WRITER_LOCK,))
                 reads = [
                     (tenant, self._read_versions(tenant, group))
                     for tenant, group in by_tenant.items()
