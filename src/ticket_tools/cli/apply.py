@@ -25,9 +25,8 @@ from typing import BinaryIO, Protocol, TextIO, cast
 
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.dead_letters import DeadLetters
-from ticket_tools.cli.inputs import os_reason
+from ticket_tools.cli.inputs import os_reason, positive_seconds
 from ticket_tools.cli.lines import Event, LineReader
-from ticket_tools.cli.serve import _seconds
 from ticket_tools.cli.stores import (
     POSTGRES_ENV,
     add_id_digits_option,
@@ -239,7 +238,7 @@ def add_commands(commands: Commands) -> None:
     )
     apply.add_argument(
         "--wait-seconds",
-        type=_seconds,
+        type=positive_seconds,
         default=WAIT_SECONDS,
         metavar="N",
         help="how long a batch may wait for the writers' lock, held by another apply or by "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -46,3 +48,11 @@ def read_records(path: Path) -> object:
 def os_reason(error: OSError) -> str:
     """Say what went wrong in the system's words ("No such file or directory")."""
     return error.strerror or type(error).__name__
+
+
+def positive_seconds(text: str) -> float:
+    """Parse an option's number of seconds above 0 (argparse's `type=`)."""
+    # Digits and one point only: float() would also take "1e3", " 2", "inf" and "nan".
+    if re.fullmatch("[0-9]{1,9}([.][0-9]{1,6})?", text) is None or float(text) == 0:
+        raise argparse.ArgumentTypeError("expected a number of seconds above 0, e.g. 2.5")
+    return float(text)

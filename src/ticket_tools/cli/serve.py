@@ -17,6 +17,7 @@ from typing import Any
 
 from ticket_tools.catalog import make_registry
 from ticket_tools.cli.command import CommandError, Commands
+from ticket_tools.cli.inputs import positive_seconds
 from ticket_tools.cli.stores import (
     add_id_digits_option,
     add_store_options,
@@ -137,13 +138,13 @@ def add_commands(commands: Commands) -> None:
     )
     limits.add_argument(
         "--session-idle-timeout",
-        type=_seconds,
+        type=positive_seconds,
         metavar="SECONDS",
         help="end a session with no request for this long (default: 300)",
     )
     limits.add_argument(
         "--header-timeout",
-        type=_seconds,
+        type=positive_seconds,
         metavar="SECONDS",
         help="close a connection whose request headers take longer than this (default: 10)",
     )
@@ -166,7 +167,7 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
     )
     replica.add_argument(
         "--store-timeout",
-        type=_seconds,
+        type=positive_seconds,
         metavar="SECONDS",
         help="deadline of one store call, waiting included; past it the call fails as "
         "unavailable (default: 2)",
@@ -198,7 +199,7 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
     )
     replica.add_argument(
         "--grace",
-        type=_seconds,
+        type=positive_seconds,
         metavar="SECONDS",
         help="on SIGTERM, how long calls in flight may finish before the exit (default: 3)",
     )
@@ -208,13 +209,6 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="serve /metrics on this address of its own (default: on the MCP listener)",
     )
-
-
-def _seconds(text: str) -> float:
-    # Digits and one point only: float() would also take "1e3", " 2", "inf" and "nan".
-    if re.fullmatch("[0-9]{1,9}([.][0-9]{1,6})?", text) is None or float(text) == 0:
-        raise argparse.ArgumentTypeError("expected a number of seconds above 0, e.g. 2.5")
-    return float(text)
 
 
 def _count(text: str) -> int:
