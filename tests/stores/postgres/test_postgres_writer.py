@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 
 import psycopg
@@ -278,6 +278,21 @@ def _downgrade(dsn: str, version: int) -> None:
         )
 
 
+def _refused_then_migrated(dsns: dict[str, str], version: int, migration: Sequence[str]) -> None:
+    """Both openers refuse a database at `version`, by name; then run `migration` on it."""
+    for opener, dsn in ((PostgresWriter.open, dsns["owner"]), (PostgresStore.open, dsns["reader"])):
+        with pytest.raises(StoreFailure) as raised:
+            opener(dsn)
+        assert (raised.value.reason, str(raised.value)) == (
+            "schema",
+            f"{describe(dsn)} has schema version {version}; to migrate, run docs/postgres.md's "
+            "migration statements as the table's owner",
+        )
+    with psycopg.connect(dsns["owner"]) as connection:
+        for statement in migration:
+            connection.execute(statement)
+
+
 def test_open_refuses_a_schema_version_3_database_and_the_migration_keeps_its_data(
     dsns: dict[str, str],
 ) -> None:
@@ -285,17 +300,7 @@ def test_open_refuses_a_schema_version_3_database_and_the_migration_keeps_its_da
         assert writer.apply([up("TKT-101", 5, "kept"), delete("TKT-102", 8)]) == Counts(1, 1, 0)
     before = dump(dsns["super"])
     _downgrade(dsns["owner"], 3)
-    for opener, dsn in ((PostgresWriter.open, dsns["owner"]), (PostgresStore.open, dsns["reader"])):
-        with pytest.raises(StoreFailure) as raised:
-            opener(dsn)
-        assert (raised.value.reason, str(raised.value)) == (
-            "schema",
-            f"{describe(dsn)} has schema version 3; to migrate, run docs/postgres.md's "
-            "migration statements as the table's owner",
-        )
-    with psycopg.connect(dsns["owner"]) as connection:
-        for statement in MIGRATE_FROM_3:
-            connection.execute(statement)
+    _refused_then_migrated(dsns, 3, MIGRATE_FROM_3)
     assert dump(dsns["super"]) == before
     with PostgresWriter.open(dsns["owner"]) as writer:
         assert writer.apply([up("TKT-101", 4), up("TKT-102", 7), up("TKT-103", 1)]) == Counts(
@@ -313,17 +318,7 @@ def test_open_refuses_a_schema_version_2_database_and_the_migration_fixes_it(
     dsns: dict[str, str],
 ) -> None:
     _downgrade(dsns["owner"], 2)
-    for opener, dsn in ((PostgresWriter.open, dsns["owner"]), (PostgresStore.open, dsns["reader"])):
-        with pytest.raises(StoreFailure) as raised:
-            opener(dsn)
-        assert (raised.value.reason, str(raised.value)) == (
-            "schema",
-            f"{describe(dsn)} has schema version 2; to migrate, run docs/postgres.md's "
-            "migration statements as the table's owner",
-        )
-    with psycopg.connect(dsns["owner"]) as connection:
-        for statement in MIGRATE_FROM_2:
-            connection.execute(statement)
+    _refused_then_migrated(dsns, 2, MIGRATE_FROM_2)
     with PostgresWriter.open(dsns["owner"]) as writer:
         assert writer.apply([up("TKT-101", 0), delete("TKT-102", 1)]) == Counts(0, 1, 1)
     with PostgresStore.open(dsns["reader"]) as store:
@@ -334,18 +329,7 @@ def test_open_refuses_a_schema_version_1_database_and_the_migration_fixes_it(
     dsns: dict[str, str],
 ) -> None:
     _downgrade(dsns["owner"], 1)
-    message = (
-        f"{describe(dsns['owner'])} has schema version 1; to migrate, run docs/postgres.md's "
-        "migration statements as the table's owner"
-    )
-    for opener in (PostgresWriter.open, PostgresStore.open):
-        with pytest.raises(StoreFailure) as raised:
-            opener(dsns["owner"] if opener is PostgresWriter.open else dsns["reader"])
-        assert raised.value.reason == "schema"
-    assert str(raised.value) == message.replace(describe(dsns["owner"]), describe(dsns["reader"]))
-    with psycopg.connect(dsns["owner"]) as connection:
-        for statement in MIGRATE_FROM_1:
-            connection.execute(statement)
+    _refused_then_migrated(dsns, 1, MIGRATE_FROM_1)
     with PostgresWriter.open(dsns["owner"]) as writer:
         assert writer.apply([up("TKT-101", 0), up("TKT-102", 1)]) == Counts(1, 0, 1)
     with PostgresStore.open(dsns["reader"]) as store:
