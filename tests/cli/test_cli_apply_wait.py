@@ -99,3 +99,21 @@ def test_what_wait_seconds_refuses(paths: tuple[Path, Path], capsys: Captured, v
     assert capsys.readouterr().err.endswith(
         "argument --wait-seconds: expected a number of seconds above 0, e.g. 2.5\n"
     )
+
+
+def test_on_a_terminal_apply_says_what_it_waits_for(
+    paths: tuple[Path, Path], capsys: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, feed = paths
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    holder = _hold_write_lock(db)
+    try:
+        assert main(["apply", str(feed), "--db", str(db), "--wait-seconds", "0.1"]) == 2
+    finally:
+        holder.close()
+    assert capsys.readouterr() == (
+        "",
+        f"ticket-tools: waiting for the writers' lock of {db}: another apply or an "
+        "import --replace holds it (up to 0.1 s, --wait-seconds)\n"
+        f"ticket-tools: {db} is locked by another connection; try again\n",
+    )

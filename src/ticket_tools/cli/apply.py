@@ -35,7 +35,14 @@ from ticket_tools.cli.stores import (
     postgres_dsn,
     require_postgres,
 )
-from ticket_tools.stores.feed import MAX_LINE_BYTES, Change, Counts, FeedError, parse_change
+from ticket_tools.stores.feed import (
+    MAX_LINE_BYTES,
+    Change,
+    Counts,
+    FeedError,
+    OnWait,
+    parse_change,
+)
 from ticket_tools.stores.text import clean_change, titles_cleaned
 from ticket_tools.tickets import IdFormat
 
@@ -205,6 +212,13 @@ class Progress:
         if self._drawn:
             self._out.write("\n")
             self._out.flush()
+            self._drawn = False
+
+    def note(self, text: str) -> None:
+        """Write `text` on a line of its own, after the progress line if one is drawn."""
+        self.finish()
+        self._out.write(f"{text}\n")
+        self._out.flush()
 
 
 def add_commands(commands: Commands) -> None:
@@ -279,12 +293,14 @@ def run_apply(options: argparse.Namespace) -> int:
         if options.dead_letter is not None:
             letters = stack.enter_context(DeadLetters.open(options.dead_letter, source))
         stream = stack.enter_context(_open_feed(options.feed))
-        writer, target = _open_writer(options.db, dsn, id_format_of(options), options.wait_seconds)
-        stack.callback(writer.close)
-        wake_fd = stack.enter_context(_sigterm_wakes())
         progress = Progress(sys.stderr) if sys.stderr.isatty() else None
         if progress is not None:
             stack.callback(progress.finish)
+        writer, target = _open_writer(
+            options.db, dsn, id_format_of(options), options.wait_seconds, progress
+        )
+        stack.callback(writer.close)
+        wake_fd = stack.enter_context(_sigterm_wakes())
         try:
             applied = apply_feed(
                 stream,
@@ -340,18 +356,39 @@ def _sigterm_wakes() -> Iterator[int]:
 
 
 def _open_writer(
-    db: Path | None, dsn: str | None, id_format: IdFormat, wait: float
+    db: Path | None, dsn: str | None, id_format: IdFormat, wait: float, progress: Progress | None
 ) -> tuple[FeedWriter, str]:
+    """Open the writer; on a terminal (`progress`), say when a batch waits for the lock."""
     if db is not None:
         from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
 
-        return SQLiteWriter.open(db, timeout=wait, id_format=id_format), str(db)
+        target = str(db)
+        on_wait = _announce_wait(progress, target, wait)
+        return SQLiteWriter.open(db, timeout=wait, id_format=id_format, on_wait=on_wait), target
     # Imported here: psycopg is an optional extra.
     from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
     from ticket_tools.stores.postgres.writer import PostgresWriter  # noqa: PLC0415
 
     postgres = cast(str, dsn)  # run_apply passes one or the other
-    return PostgresWriter.open(postgres, timeout=wait, id_format=id_format), describe(postgres)
+    target = describe(postgres)
+    on_wait = _announce_wait(progress, target, wait)
+    writer = PostgresWriter.open(postgres, timeout=wait, id_format=id_format, on_wait=on_wait)
+    return writer, target
+
+
+def _announce_wait(progress: Progress | None, target: str, wait: float) -> OnWait | None:
+    """Return what a writer calls when a batch must wait for the writers' lock, if anything."""
+    if progress is None:
+        return None  # not a terminal: stderr keeps to the one line of an exit
+    shown = progress
+
+    def waiting() -> None:
+        shown.note(
+            f"ticket-tools: waiting for the writers' lock of {target}: another apply or an "
+            f"import --replace holds it (up to {wait:g} s, --wait-seconds)"
+        )
+
+    return waiting
 
 
 def _open_feed(feed: str) -> contextlib.AbstractContextManager[BinaryIO]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,6 +38,10 @@ _FIELDS: dict[str, frozenset[str]] = {
 
 Key = tuple[str, str]
 """A stored key: (tenant, ticket id)."""
+
+
+OnWait = Callable[[], None]
+"""What a writer calls when a batch finds the writers' lock taken, before it waits for it."""
 
 
 class FeedError(ValueError):

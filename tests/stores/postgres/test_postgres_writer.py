@@ -218,6 +218,27 @@ def test_a_batch_waits_for_the_writers_lock_no_longer_than_its_timeout(
         assert writer.apply([up("TKT-120", 3)]) == Counts(1, 0, 0)
 
 
+@pytest.mark.parametrize("role", ["owner", "writer"])
+def test_a_batch_that_finds_the_lock_taken_says_so_then_waits_for_it(
+    dsns: dict[str, str], role: str
+) -> None:
+    with ExitStack() as stack:
+        dsn = dsns["owner"] if role == "owner" else stack.enter_context(writer_role(dsns))
+        holder = stack.enter_context(psycopg.connect(dsns["owner"], autocommit=True))
+        holder.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK,))
+        announced: list[str] = []
+
+        def on_wait() -> None:
+            announced.append("waiting")
+            holder.execute("SELECT pg_advisory_unlock(%s)", (WRITER_LOCK,))
+
+        writer = stack.enter_context(PostgresWriter.open(dsn, timeout=30, on_wait=on_wait))
+        assert writer.apply([up("TKT-120", 3)]) == Counts(1, 0, 0)
+        assert announced == ["waiting"]
+        assert writer.apply([up("TKT-121", 3)]) == Counts(1, 0, 0)  # the lock was free
+        assert announced == ["waiting"]
+
+
 UNSCOPED = "SELECT tenant, id FROM tickets ORDER BY tenant, id"
 ALL_KEYS = sorted((key.split(":")[0], ticket["id"]) for key, ticket in fixture_records().items())
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import sqlite3
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -197,6 +198,64 @@ def test_a_second_writer_waits_then_fails_as_locked(database: Path) -> None:
         first._connection.execute("ROLLBACK")
         assert raised.value.reason == "locked"
         assert second.apply([up("TKT-101", 1)]) == Counts(1, 0, 0)
+
+
+def test_a_batch_that_finds_the_lock_taken_says_so_then_waits_for_it(database: Path) -> None:
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # what an import --replace holds until its commit
+    announced: list[str] = []
+
+    def on_wait() -> None:
+        announced.append("waiting")
+        holder.execute("COMMIT")  # the lock is let go while the batch waits for it
+
+    with SQLiteWriter.open(database, timeout=30, on_wait=on_wait) as writer:
+        assert writer.apply([up("TKT-101", 1)]) == Counts(1, 0, 0)
+        assert announced == ["waiting"]
+        assert writer.apply([up("TKT-102", 1)]) == Counts(1, 0, 0)  # the lock was free
+        assert announced == ["waiting"]
+    holder.close()
+
+
+def test_a_batch_that_waits_past_its_timeout_fails_as_locked(database: Path) -> None:
+    holder = sqlite3.connect(database, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    announced: list[str] = []
+    writer = SQLiteWriter.open(database, timeout=0.1, on_wait=lambda: announced.append("w"))
+    with writer, pytest.raises(StoreFailure) as raised:
+        writer.apply([up("TKT-101", 1)])
+    holder.close()
+    assert (raised.value.reason, announced) == ("locked", ["w"])
+
+
+class _FailingBegin:
+    """A connection whose BEGIN IMMEDIATE fails for another reason than a taken lock."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._connection = connection
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql == "BEGIN IMMEDIATE":
+            raise sqlite3.OperationalError("disk I/O error")
+        return self._connection.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._connection, name)
+
+
+def test_a_begin_that_fails_otherwise_is_not_announced_as_a_wait(database: Path) -> None:
+    connection = sqlite3.connect(database, isolation_level=None)
+    announced: list[str] = []
+    failing = cast(sqlite3.Connection, _FailingBegin(connection))
+    writer = SQLiteWriter(failing, str(database), on_wait=lambda: announced.append("w"))
+    with pytest.raises(StoreFailure) as raised:
+        writer.apply([up("TKT-101", 1)])
+    connection.close()
+    assert (raised.value.reason, str(raised.value), announced) == (
+        "unavailable",
+        f"cannot write {database} (OperationalError)",
+        [],
+    )
 
 
 def test_open_switches_a_rollback_journal_database_to_wal(database: Path) -> None:

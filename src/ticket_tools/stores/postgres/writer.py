@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import psycopg
 
 from ticket_tools.stores.failure import StoreFailure
-from ticket_tools.stores.feed import Change, Counts, FeedError, Key, has_nul, plan
+from ticket_tools.stores.feed import Change, Counts, FeedError, Key, OnWait, has_nul, plan
 
 # WRITER_LOCK is held for each batch: a row lock cannot guard a key not yet stored.
 from ticket_tools.stores.postgres.schema import WRITER_LOCK, check_schema, describe, store_error
@@ -31,6 +31,7 @@ DEFAULT_TIMEOUT = 30.0
 # and the lock's wait (behind an import --replace) must be bounded too.
 _TIMEOUT_SQL = "SELECT set_config('statement_timeout', %s, true)"
 _LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
+_TRY_LOCK_SQL = "SELECT pg_try_advisory_xact_lock(%s)"
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true)"
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
 _VERSIONS_SQL = (
@@ -103,12 +104,15 @@ class PostgresWriter:
         timeout: float,
         id_format: IdFormat = ID_FORMAT,
         covered: bool = False,
+        on_wait: OnWait | None = None,
     ) -> None:
         """Wrap an open autocommit connection that `open` has checked.
 
         `covered`: whether the tables' writer policy covers the connection's role (the
-        owner), so that a batch need not be scoped tenant by tenant.
+        owner), so that a batch need not be scoped tenant by tenant. `on_wait`, if
+        given, is called when a batch finds the writers' lock taken, before it waits.
         """
+        self._on_wait = on_wait
         self._connection = connection
         self._covered = covered
         self._source = source
@@ -119,9 +123,17 @@ class PostgresWriter:
 
     @classmethod
     def open(
-        cls, dsn: str, *, timeout: float = DEFAULT_TIMEOUT, id_format: IdFormat = ID_FORMAT
+        cls,
+        dsn: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        id_format: IdFormat = ID_FORMAT,
+        on_wait: OnWait | None = None,
     ) -> PostgresWriter:
         """Connect as the owner (or a writer role); refuse a role that cannot write.
+
+        A batch may take `timeout` seconds, its wait for the writers' lock included;
+        `on_wait` as in __init__.
 
         Raises StoreFailure: "privileged" for a role without write access to both
         tables (the reader), "schema" for a database without this schema version or
@@ -149,7 +161,14 @@ class PostgresWriter:
         except StoreFailure:
             connection.close()
             raise
-        return cls(connection, source, timeout=timeout, id_format=id_format, covered=covered)
+        return cls(
+            connection,
+            source,
+            timeout=timeout,
+            id_format=id_format,
+            covered=covered,
+            on_wait=on_wait,
+        )
 
     def close(self) -> None:
         """Close the connection; later batches raise StoreFailure."""
@@ -188,8 +207,7 @@ class PostgresWriter:
         connection = self._connection
         with connection.transaction():
             with connection.pipeline():
-                connection.execute(_TIMEOUT_SQL, (self._timeout_ms,))
-                connection.execute(_LOCK_SQL, (WRITER_LOCK,))
+                self._lock()
                 keys = sorted({change.key for change in changes})
                 cursor: psycopg.Cursor[tuple[str, str, int]] = connection.cursor()
                 cursor.execute(
@@ -200,6 +218,20 @@ class PostgresWriter:
             with connection.pipeline():
                 self._write_all(list(winners.values()))
         return counts
+
+    def _lock(self) -> None:
+        """Bound the batch's time, then take the writers' lock, waiting for it if taken.
+
+        With `on_wait`, the lock is first asked for without waiting (one more round
+        trip), so that the wait can be announced.
+        """
+        execute = self._connection.execute
+        execute(_TIMEOUT_SQL, (self._timeout_ms,))
+        if self._on_wait is not None:
+            if execute(_TRY_LOCK_SQL, (WRITER_LOCK,)).fetchone() == (True,):
+                return
+            self._on_wait()
+        execute(_LOCK_SQL, (WRITER_LOCK,))
 
     def _write_all(self, winners: list[Change]) -> None:
         upserts = [c for c in winners if c.op == "upsert"]
@@ -235,8 +267,7 @@ class PostgresWriter:
         connection = self._connection
         with connection.transaction():
             with connection.pipeline():
-                connection.execute(_TIMEOUT_SQL, (self._timeout_ms,))
-                connection.execute(_LOCK_SQL, (WRITER_LOCK,))
+                self._lock()
                 reads = [
                     (tenant, self._read_versions(tenant, group))
                     for tenant, group in by_tenant.items()

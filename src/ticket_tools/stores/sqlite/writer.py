@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sqlite3
 import weakref
@@ -9,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
-from ticket_tools.stores.feed import Change, Counts, Key, plan
+from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
 from ticket_tools.stores.records import StoredRow
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
@@ -53,16 +54,26 @@ class SQLiteWriter:
     """
 
     def __init__(
-        self, connection: sqlite3.Connection, source: str, id_format: IdFormat = ID_FORMAT
+        self,
+        connection: sqlite3.Connection,
+        source: str,
+        id_format: IdFormat = ID_FORMAT,
+        *,
+        on_wait: OnWait | None = None,
+        timeout: float = DEFAULT_BUSY_TIMEOUT,
     ) -> None:
         """Wrap an open read-write connection; check its schema and switch it to WAL.
 
         The database must be made for ticket IDs of `id_format` (else StoreFailure("schema")).
+        `on_wait`, if given, is called when a batch finds the write lock taken, before it
+        waits for it (up to `timeout` seconds).
         """
         self._connection = connection
         self._source = source
         self.id_format = id_format
         """The ticket-ID width of the database: every change must have ids of it."""
+        self._on_wait = on_wait
+        self._timeout_ms = max(1, math.ceil(timeout * 1000))
         self._close = weakref.finalize(self, connection.close)
         try:
             check_schema(connection, source, id_format)
@@ -81,8 +92,12 @@ class SQLiteWriter:
         *,
         timeout: float = DEFAULT_BUSY_TIMEOUT,
         id_format: IdFormat = ID_FORMAT,
+        on_wait: OnWait | None = None,
     ) -> SQLiteWriter:
-        """Open an existing ticket database file for writing (never creates one)."""
+        """Open an existing ticket database file for writing (never creates one).
+
+        A batch waits up to `timeout` seconds for the write lock; `on_wait` as in __init__.
+        """
         path = Path(path)
         if not path.exists():
             raise StoreFailure("missing", f"no database at {path}")
@@ -97,7 +112,7 @@ class SQLiteWriter:
             )
         except sqlite3.Error as error:
             raise store_error(error, str(path), "write") from None
-        return cls(connection, str(path), id_format)
+        return cls(connection, str(path), id_format, on_wait=on_wait, timeout=timeout)
 
     def close(self) -> None:
         """Close the connection; later batches raise StoreFailure."""
@@ -123,9 +138,7 @@ class SQLiteWriter:
             raise StoreFailure("unavailable", f"cannot write {self._source}: the writer is closed")
         connection = self._connection
         try:
-            # IMMEDIATE: the write lock is taken first, so no other writer can change a
-            # version between the read below and the writes.
-            connection.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 stored, buried = self._stored_versions({change.key for change in changes})
                 winners, counts = plan(changes, stored)
@@ -140,6 +153,33 @@ class SQLiteWriter:
         except sqlite3.Error as error:
             raise store_error(error, self._source, "write") from None
         return counts
+
+    def _begin(self) -> None:
+        """Begin a transaction holding the write lock, waiting for it if it is taken.
+
+        IMMEDIATE: the write lock is taken first, so no other writer can change a
+        version between a batch's read and its writes. With `on_wait`, the lock is
+        first asked for without waiting, so that the wait can be announced.
+        """
+        connection = self._connection
+        if self._on_wait is None:
+            connection.execute("BEGIN IMMEDIATE")
+            return
+        connection.execute("PRAGMA busy_timeout = 0")
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            taken = getattr(error, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+            if not taken:
+                raise
+        else:
+            taken = False
+        finally:
+            # The wait, and the rest of the batch (a checkpoint at commit), as before.
+            connection.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
+        if taken:
+            self._on_wait()
+            connection.execute("BEGIN IMMEDIATE")
 
     def replace(
         self,
