@@ -77,16 +77,18 @@ FOUR_TARGETS = (
 VERDICTS: dict[tuple[str, str], str] = {}
 
 
-def _load() -> str:
+def load_average() -> str:
+    """Return the 1, 5 and 15 minute load averages, as /proc/loadavg says them."""
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def _row(store: str, measured: str, figure: str, verdict: str) -> None:
-    ROWS.append((store, measured, figure, f"{verdict}; load {_load()}"))
-    print(f"  {store}: {measured}: {figure} ({verdict}; load {_load()})", flush=True)
+    ROWS.append((store, measured, figure, f"{verdict}; load {load_average()}"))
+    print(f"  {store}: {measured}: {figure} ({verdict}; load {load_average()})", flush=True)
 
 
-def _records(suffix: str = "") -> dict[str, dict[str, str]]:
+def stored_records(suffix: str = "") -> dict[str, dict[str, str]]:
+    """Return the TENANTS x PER_TENANT records every store of a run starts from."""
     records = {}
     for tenant in range(TENANTS):
         for number in range(PER_TENANT):
@@ -219,12 +221,14 @@ class Feeder:
         return Path(self._log.name).read_text().strip()
 
 
-def _p99(times: list[float]) -> float:
+def p99(times: list[float]) -> float:
+    """Return the 99th percentile of `times` (seconds), in milliseconds."""
     ordered = sorted(times)
     return ordered[max(0, -(-99 * len(ordered) // 100) - 1)] * 1000
 
 
-def _readers(kind: str, store: TicketStore, feeder: Feeder) -> None:
+def readers_under_feed(kind: str, store: TicketStore, feeder: Feeder) -> None:
+    """Time readers on `store` in paired rounds without and with `feeder` on; print the p99s."""
     rng = random.Random("reader")  # noqa: S311 - a workload
     times: dict[bool, list[float]] = {False: [], True: []}
     per_round: list[float] = []
@@ -249,9 +253,9 @@ def _readers(kind: str, store: TicketStore, feeder: Feeder) -> None:
                 execute_tool(name, args, context, store)
                 samples.append(time.perf_counter() - started)
             times[feeding] += samples
-        per_round.append(_p99(this_round[True]) / _p99(this_round[False]))
+        per_round.append(p99(this_round[True]) / p99(this_round[False]))
     feeder.on.clear()
-    ratio = _p99(times[True]) / _p99(times[False])
+    ratio = p99(times[True]) / p99(times[False])
     per_round.sort()
     VERDICTS[(kind, "readers")] = (
         f"{ratio:.2f}x <= {READER_TARGET}x: {'met' if ratio <= READER_TARGET else 'NOT met'}"
@@ -260,14 +264,15 @@ def _readers(kind: str, store: TicketStore, feeder: Feeder) -> None:
         kind,
         f"readers' p99 with a {FEED_RATE:,}/s feed / without "
         f"({ROUNDS} x {WINDOW_SECONDS:g} s each)",
-        f"{_p99(times[True]):.2f} / {_p99(times[False]):.2f} ms = {ratio:.2f}x "
+        f"{p99(times[True]):.2f} / {p99(times[False]):.2f} ms = {ratio:.2f}x "
         f"(per round {per_round[0]:.2f}..{per_round[-1]:.2f}; {len(times[True])} / "
         f"{len(times[False])} calls)",
         f"target <= {READER_TARGET}x: {'met' if ratio <= READER_TARGET else 'NOT met'}",
     )
 
 
-def _visibility(kind: str, store: TicketStore, feeder: Feeder, versions: Versions) -> None:
+def commit_to_visible(kind: str, store: TicketStore, feeder: Feeder, versions: Versions) -> None:
+    """Write probes to `feeder` and poll `store` until each shows; print the waits' p99."""
     rng = random.Random("probe")  # noqa: S311 - a workload
     context = {"tenant": PROBE_TENANT, "can_read_tickets": True}
     feeder.on.set()
@@ -298,13 +303,13 @@ def _visibility(kind: str, store: TicketStore, feeder: Feeder, versions: Version
         time.sleep(rng.uniform(0, BATCH_SECONDS / 2))
     feeder.on.clear()
     waits.sort()
-    p99 = _p99(waits)
-    met = "met" if p99 <= VISIBLE_TARGET_MS else "NOT met"
-    VERDICTS[(kind, "commit-to-visible")] = f"p99 {p99:.0f} ms <= {VISIBLE_TARGET_MS:.0f}: {met}"
+    p99_ms = p99(waits)
+    met = "met" if p99_ms <= VISIBLE_TARGET_MS else "NOT met"
+    VERDICTS[(kind, "commit-to-visible")] = f"p99 {p99_ms:.0f} ms <= {VISIBLE_TARGET_MS:.0f}: {met}"
     _row(
         kind,
         f"commit-to-visible, default batching, {len(waits)} probes in a {FEED_RATE:,}/s feed",
-        f"p50 {waits[len(waits) // 2] * 1000:.0f} ms, p99 {p99:.0f} ms, "
+        f"p50 {waits[len(waits) // 2] * 1000:.0f} ms, p99 {p99_ms:.0f} ms, "
         f"max {waits[-1] * 1000:.0f} ms",
         f"target p99 <= {VISIBLE_TARGET_MS:.0f} ms: {met}",
     )
@@ -314,7 +319,9 @@ def _replace(kind: str, store: TicketStore, target: list[str], records_file: Pat
     context = {"tenant": REPLACE_TENANT, "can_read_tickets": True}
     args: dict[str, object] = {"limit": 10}
     old = execute_tool("search_tickets", args, context, store)
-    new_records = {k: v for k, v in _records(" (v2)").items() if k.startswith(REPLACE_TENANT + ":")}
+    new_records = {
+        k: v for k, v in stored_records(" (v2)").items() if k.startswith(REPLACE_TENANT + ":")
+    }
     new = execute_tool("search_tickets", args, context, new_records)
     process = subprocess.Popen(  # noqa: S603 - our own command
         [*CLI, "import", str(records_file), "--replace", *target],
@@ -356,12 +363,12 @@ def _section(  # noqa: PLR0917 - one call per store, every argument its own
     target: list[str],
     records_file: Path,
 ) -> None:
-    print(f"{kind}: {TENANTS * PER_TENANT:,} tickets stored (load {_load()})", flush=True)
+    print(f"{kind}: {TENANTS * PER_TENANT:,} tickets stored (load {load_average()})", flush=True)
     _throughput(kind, folder, versions, writer, target)
     feeder = Feeder(target, versions, folder / f"{kind}-feeder.log")
     try:
-        _readers(kind, store, feeder)
-        _visibility(kind, store, feeder, versions)
+        readers_under_feed(kind, store, feeder)
+        commit_to_visible(kind, store, feeder, versions)
     finally:
         summary = feeder.close()
     print(f"  the feeder's apply: {summary}")
@@ -389,7 +396,7 @@ def _postgres(folder: Path, versions: Versions, records_file: Path) -> Generator
             superuser.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
         owner = cluster.dsn(OWNER, "tickets")
         with psycopg.connect(owner) as connection:
-            import_records(connection, _records(), grant_to=READER)
+            import_records(connection, stored_records(), grant_to=READER)
         yield
         with PostgresStore.open(cluster.dsn(READER, "tickets")) as store:
             _section(
@@ -411,9 +418,9 @@ def main() -> None:
         folder = Path(name)
         versions = Versions()
         records_file = folder / "records-v2.json"
-        records_file.write_text(json.dumps(_records(" (v2)")))
+        records_file.write_text(json.dumps(stored_records(" (v2)")))
         database = folder / "tickets.sqlite"
-        write_database(database, _records())
+        write_database(database, stored_records())
         postgres = _postgres(folder, versions, records_file)
         stack.callback(postgres.close)  # the cluster is removed whatever happens
         next(postgres, None)  # the cluster is started and loaded before the timing starts
@@ -435,10 +442,10 @@ def main() -> None:
     for row in ROWS:
         print("| " + " | ".join(row) + " |")
     cores = os.cpu_count() or 1
-    print(f"\nthe four targets (load {_load()} on {cores} cores):")
+    print(f"\nthe four targets (load {load_average()} on {cores} cores):")
     for kind, target in FOUR_TARGETS:
         print(f"  {kind} {target}: {VERDICTS.get((kind, target), 'not measured')}")
-    if float(_load().split()[0]) > cores:
+    if float(load_average().split()[0]) > cores:
         print("  (the load average is above the cores: a figure may be noise, not the code)")
 
 

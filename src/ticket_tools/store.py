@@ -42,6 +42,15 @@ class TicketStore(ABC):
     def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
         """Return the first `limit` (None: all) of `tenant`'s tickets matching `where`, by id."""
 
+    def staleness_seconds(self) -> float:
+        """Return how many seconds what this store reads is behind its source (0: not at all).
+
+        0 here: a store that reads the very data its writers write (a mapping, an SQLite
+        file) is never behind. A store reading a replica overrides it (PostgresStore on a
+        hot standby); math.inf says it cannot tell.
+        """
+        return 0.0
+
 
 class DictStore(TicketStore):
     """The contract's `records` mapping, read in place and never modified."""

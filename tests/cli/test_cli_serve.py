@@ -311,7 +311,7 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
     extra = [
         "--store-timeout", "0.5", "--store-workers", "8", "--tenant-calls", "3",
         "--tenant-rate", "0", "--subject-rate", "2.5", "--grace", "10",
-        "--metrics", "127.0.0.1:9108",
+        "--metrics", "127.0.0.1:9108", "--max-staleness", "4.5",
     ]  # fmt: skip
     assert main(_http(jwks, *extra)) == 0
     assert served == [
@@ -320,6 +320,7 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
             rates=RateLimits(tenant_rate=0, subject_rate=2.5),
             grace_seconds=10,
             metrics_address=("127.0.0.1", 9108),
+            max_staleness_seconds=4.5,
         )
     ]
 
@@ -335,6 +336,18 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
         ),
         pytest.param(
             "--grace", "soon", "expected a number of seconds above 0, e.g. 2.5", id="grace-word"
+        ),
+        pytest.param(
+            "--max-staleness",
+            "0",
+            "expected a number of seconds above 0, e.g. 2.5",
+            id="max-staleness-0",
+        ),
+        pytest.param(
+            "--max-staleness",
+            "-1",
+            "expected a number of seconds above 0, e.g. 2.5",
+            id="max-staleness-negative",
         ),
         pytest.param(
             "--store-workers", "0", "expected a whole number of at least 1", id="workers-0"

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
 import pytest
+from starlette.requests import Request
 
 from conftest import PostgresDatabase, StoreFactory
 from replica_support import NO_STORE_TIMEOUT, locked_table, metric, origin, request, wait_until
@@ -29,6 +31,7 @@ from ticket_tools.tickets import Ticket
 HEALTHY = (200, {"status": "ok"})
 READY = (200, {"status": "ready"})
 NOT_READY = (503, {"status": "store unavailable"})
+READYZ = Request({"type": "http", "method": "GET", "path": "/readyz", "headers": []})
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +123,57 @@ def test_a_probe_that_fails_otherwise_logs_once_and_a_stale_answer_is_not_ready(
     assert [record.getMessage() for record in caplog.records] == [
         "the store did not answer its readiness probe (error)"
     ]
+
+
+class _Lagging(DictStore):
+    """A store whose staleness is whatever the test last set."""
+
+    def __init__(self) -> None:
+        super().__init__(fixture_records())
+        self.behind = 0.0
+
+    def staleness_seconds(self) -> float:
+        return self.behind
+
+
+def test_a_store_past_max_staleness_is_not_ready_and_each_change_logs_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = _Lagging()
+
+    async def run() -> list[tuple[bool, float, object]]:
+        calls = StoreCalls(WorkerLimits())
+        readiness = Readiness(store, calls, max_staleness=2.0)
+        seen: list[tuple[bool, float, object]] = []
+        for behind in (0.0, 2.0, 2.5, 7.0, math.inf, 1.0):
+            store.behind = behind
+            await readiness.probe()
+            answer = await readiness.readyz(READYZ)
+            seen.append((readiness.ready(), readiness.staleness, json.loads(bytes(answer.body))))
+        readiness.draining = True
+        answer = await readiness.readyz(READYZ)
+        seen.append((readiness.ready(), readiness.staleness, json.loads(bytes(answer.body))))
+        calls.close()
+        return seen
+
+    with caplog.at_level(logging.WARNING, logger="ticket_tools.serve.probes"):
+        assert anyio.run(run) == [
+            (True, 0.0, {"status": "ready"}),
+            (True, 2.0, {"status": "ready"}),  # "past" it: at it is still ready
+            (False, 2.5, {"status": "store stale"}),
+            (False, 7.0, {"status": "store stale"}),
+            (False, math.inf, {"status": "store stale"}),  # unknown counts as past any bound
+            (True, 1.0, {"status": "ready"}),
+            (False, 1.0, {"status": "draining"}),  # the drain says why first
+        ]
+    assert [record.getMessage() for record in caplog.records] == [
+        "the store is behind its primary past --max-staleness",
+        "the store is within --max-staleness of its primary again",
+    ]
+
+
+def test_before_any_probe_the_staleness_is_not_a_number_and_the_default_bound_is_30_s() -> None:
+    calls = StoreCalls(WorkerLimits())
+    readiness = Readiness(fixture_records(), calls)
+    calls.close()
+    assert (math.isnan(readiness.staleness), probes.DEFAULT_MAX_STALENESS_SECONDS) == (True, 30.0)

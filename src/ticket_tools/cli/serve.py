@@ -204,6 +204,13 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
         help="on SIGTERM, how long calls in flight may finish before the exit (default: 3)",
     )
     replica.add_argument(
+        "--max-staleness",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="answer /readyz 503 while the store reads a standby this far behind its "
+        "primary (default: 30)",
+    )
+    replica.add_argument(
         "--metrics",
         type=_host_port,
         metavar="HOST:PORT",
@@ -304,6 +311,7 @@ def _run_http(options: argparse.Namespace) -> int:
         rates=limits.RateLimits(**rates),
         grace_seconds=options.grace or replica.DEFAULT_GRACE_SECONDS,
         metrics_address=options.metrics,
+        **_given(options, max_staleness_seconds="max_staleness"),
     )
     host, port = options.address
     settings = http_server.HttpOptions(

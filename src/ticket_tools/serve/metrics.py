@@ -91,6 +91,12 @@ class Metrics:
             "1 while /readyz answers 200: the store answered its probe and no drain is on.",
             registry=registry,
         )
+        self.staleness = Gauge(
+            "ticket_tools_store_staleness_seconds",
+            "How far the store was behind its primary at the last readiness probe that "
+            "answered: 0 caught up or not a replica, +Inf unknown, NaN before the first.",
+            registry=registry,
+        )
         # Every series exists from the start, at 0: a rate() over a new label works at once.
         tools = [tool.name for tool in REGISTRY]
         for tool in tools:
@@ -131,12 +137,14 @@ class Metrics:
         busy: Callable[[], float],
         sessions: Callable[[], float],
         ready: Callable[[], bool],
+        staleness: Callable[[], float],
     ) -> None:
         """Read the gauges from these functions whenever the metrics are scraped."""
         self.in_flight.set_function(in_flight)
         self.store_busy.set_function(busy)
         self.sessions.set_function(sessions)
         self.ready.set_function(lambda: 1.0 if ready() else 0.0)
+        self.staleness.set_function(staleness)
 
     async def endpoint(self, request: Request) -> Response:
         """Serve the metrics in the format the scraper asks for (Prometheus text by default)."""

@@ -38,7 +38,7 @@ from starlette.routing import Route
 from ticket_tools.serve.connections import GuardedServer
 from ticket_tools.serve.limits import FairShare, RateLimits
 from ticket_tools.serve.metrics import Metrics
-from ticket_tools.serve.probes import Readiness
+from ticket_tools.serve.probes import DEFAULT_MAX_STALENESS_SECONDS, Readiness
 from ticket_tools.serve.workers import StoreCalls, WorkerLimits
 from ticket_tools.store import Records, TicketStore
 
@@ -62,6 +62,8 @@ class ReplicaOptions:
     """How long SIGTERM waits for the calls in flight (`--grace`)."""
     metrics_address: tuple[str, int] | None = None
     """Serve /metrics on this HOST, PORT of its own instead of the MCP listener."""
+    max_staleness_seconds: float = DEFAULT_MAX_STALENESS_SECONDS
+    """Past this many seconds behind its primary, the store is not ready (`--max-staleness`)."""
     titles_cleaned: int = 0
     """Titles of `--records` the clean-text rules changed at load (`stores.text`)."""
 
@@ -76,7 +78,7 @@ class Replica:
         self.metrics = Metrics()
         self.metrics.titles_cleaned.inc(options.titles_cleaned)
         self.calls = StoreCalls(options.workers, on_store_error=self.metrics.store_error)
-        self.readiness = Readiness(store, self.calls)
+        self.readiness = Readiness(store, self.calls, max_staleness=options.max_staleness_seconds)
         self._tenant_claim = tenant_claim
         self._drain_ends: float | None = None
         self._on_shutdown: list[Callable[[], None]] = []
@@ -109,6 +111,7 @@ class Replica:
             busy=lambda: self.calls.busy,
             sessions=sessions,
             ready=self.readiness.ready,
+            staleness=lambda: self.readiness.staleness,
         )
         app_lifespan = app.router.lifespan_context
 

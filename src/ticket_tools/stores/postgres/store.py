@@ -10,6 +10,7 @@ that tenant's rows or none, never another tenant's. Needs the `postgres` extra.
 from __future__ import annotations
 
 import math
+import time
 import weakref
 
 import psycopg
@@ -40,6 +41,21 @@ _MAX_LIMIT = 2**63 - 1
 # they cannot leak to the next borrower of the pooled connection.
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true), set_config('statement_timeout', %s, true)"
 _GET_SQL = "SELECT id, title, status FROM tickets WHERE tenant = %s AND id = %s"
+# How far the server is behind its primary, from what any role may read (docs/postgres.md,
+# "Staleness"): caught up, when not a standby, or when a WAL receiver is connected to the
+# primary and everything received is replayed; else the age of the last replayed commit (NULL
+# when none since the standby started); and which server instance answered. The receiver's
+# status and message times are hidden without pg_read_all_stats, but its row is not, and the
+# row shows only once the receiver has connected.
+_STALENESS_SQL = """
+SELECT NOT pg_is_in_recovery()
+           OR coalesce(pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn(), false)
+              AND EXISTS (SELECT FROM pg_stat_wal_receiver),
+       extract(epoch FROM clock_timestamp() - pg_last_xact_replay_timestamp())::float8,
+       pg_postmaster_start_time()::text
+"""
+_STALENESS_TENANT = ""  # the staleness reads no ticket: scoped to a tenant no ticket has
+_now = time.monotonic  # the clock of the caught-up memory (a test sets its own)
 
 
 # One fixed statement per filter combination, each read along the primary key.
@@ -62,6 +78,9 @@ class PostgresStore(TicketStore):
     block (it also closes when collected). A call that loses its connection is tried
     once more on a fresh one, so the first call after the server comes back answers.
     """
+
+    _caught_up: tuple[str, float] | None = None
+    """The server instance last seen caught up by `staleness_seconds`, and when (`_now`)."""
 
     def __init__(self, pool: ConnectionPool, source: str, *, timeout: float) -> None:
         """Wrap an open pool whose connections `check_connection` has configured."""
@@ -148,6 +167,29 @@ class PostgresStore(TicketStore):
             limit=None if limit is None or limit > _MAX_LIMIT else limit,
         )
         return [_ticket(row) for row in self._select(tenant, statement, params)]
+
+    def staleness_seconds(self) -> float:
+        """Return how many seconds the server read is behind its primary (0: caught up).
+
+        0 on a primary, and on a standby whose WAL receiver is connected and has nothing
+        left to replay, however long the primary has been idle. Otherwise an upper bound:
+        the least of the age of the last replayed commit and the time since this store last
+        saw the same server caught up (a receiver reconnecting after a primary restart is
+        then seconds behind, not the primary's idle time); math.inf when neither is known.
+        Raises StoreFailure as a read does.
+        """
+        rows = self._select(_STALENESS_TENANT, _STALENESS_SQL, ())
+        caught_up, replay_age, server = rows[0]
+        now = _now()
+        if caught_up:
+            self._caught_up = (str(server), now)
+            return 0.0
+        # NULL: no commit replayed since the start. Below 0: the hosts' clocks disagree.
+        bounds = [max(0.0, replay_age)] if isinstance(replay_age, float) else []
+        last = self._caught_up
+        if last is not None and last[0] == server:
+            bounds.append(now - last[1])
+        return min(bounds, default=math.inf)
 
     def _select(
         self, tenant: str, statement: str, params: tuple[object, ...], *, retry: bool = True
