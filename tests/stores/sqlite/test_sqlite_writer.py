@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -234,10 +235,10 @@ class _FailingBegin:
     def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
 
-    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+    def execute(self, sql: str, parameters: Sequence[object] = ()) -> sqlite3.Cursor:
         if sql == "BEGIN IMMEDIATE":
             raise sqlite3.OperationalError("disk I/O error")
-        return self._connection.execute(sql, *args)
+        return self._connection.execute(sql, cast(Sequence[Any], parameters))
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._connection, name)
