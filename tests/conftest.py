@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,6 +19,12 @@ import pytest
 from testkit.postgres import ThrowawayCluster, find_binaries
 from ticket_tools import Records, TicketStore
 from ticket_tools.stores.sqlite.store import SQLiteStore
+
+# A shell that starts the suite in the background (`make test &`, nohup) hands it SIGINT
+# ignored, and a child inherits that: the tests that press Ctrl-C on a real command
+# would then see it ignored. Handled here, SIGINT is back to its default in every child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 if TYPE_CHECKING:
     import psycopg
