@@ -140,3 +140,157 @@ def new_records_of(tmp_path: Path) -> Path:
     path = tmp_path / "narrow.json"
     path.write_text(json.dumps(NEW), encoding="utf-8")
     return path
+
+
+VERSIONED = {
+    "alpha:TKT-101": {"id": "TKT-101", "title": "v3", "status": "open", "version": 3},
+    "alpha:TKT-300": {"id": "TKT-300", "title": "new", "status": "open", "version": 7},
+}
+NEEDS_HIGH_WATER = (
+    "a refresh from tickets with versions needs the snapshot's high-water version (--high-water N)"
+)
+NEEDS_VERSIONS = "a high-water version (--high-water) needs tickets with versions"
+
+
+def _write(path: Path, records: object) -> Path:
+    path.write_text(json.dumps(records), encoding="utf-8")
+    return path
+
+
+def _ids(capsys: Captured, *store: str) -> list[tuple[str, str]]:
+    page = _search(capsys, *store)
+    return [(t["id"], t["title"]) for t in page["tickets"]]  # type: ignore[index]
+
+
+def test_a_versioned_refresh_of_an_sqlite_database(tmp_path: Path, capsys: Captured) -> None:
+    db = tmp_path / "tickets.sqlite"
+    write_database(db, fixture_records())
+    snapshot = _write(tmp_path / "snapshot.json", VERSIONED)
+    assert main(["import", str(snapshot), "--replace", "--db", str(db), "--high-water", "8"]) == 0
+    assert capsys.readouterr() == (f"merged 2 tickets into {db} up to version 8\n", "")
+    assert _ids(capsys, "--db", str(db)) == [("TKT-101", "v3"), ("TKT-300", "new")]
+    # The floor holds: an older change to a key the snapshot lacks is stale.
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text(
+        '{"op": "upsert", "key": "alpha:TKT-102", "version": 8, '
+        '"ticket": {"id": "TKT-102", "title": "old", "status": "open"}}\n'
+        '{"op": "delete", "key": "alpha:TKT-300", "version": 7}\n'
+    )
+    assert main(["apply", str(feed), "--db", str(db)]) == 0
+    assert capsys.readouterr().out.endswith(": 0 upserted, 0 deleted, 2 stale\n")
+
+
+def test_a_versioned_refresh_of_a_postgres_database(
+    postgres_database: PostgresDatabase, scratch: str, tmp_path: Path, capsys: Captured
+) -> None:
+    owner = postgres_database.cluster.dsn(OWNER, scratch)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, fixture_records(), grant_to=READER)
+    snapshot = _write(tmp_path / "snapshot.json", VERSIONED)
+    argv = ["import", str(snapshot), "--replace", "--postgres", owner]
+    assert main(argv) == 2
+    assert capsys.readouterr() == ("", f"ticket-tools: {snapshot}: {NEEDS_HIGH_WATER}\n")
+    assert main([*argv, "--high-water", "8"]) == 0
+    assert capsys.readouterr() == (f"merged 2 tickets into {describe(owner)} up to version 8\n", "")
+    reader = postgres_database.cluster.dsn(READER, scratch)
+    assert _ids(capsys, "--postgres", reader) == [("TKT-101", "v3"), ("TKT-300", "new")]
+
+
+def test_a_versioned_import_keeps_the_versions_and_the_floor(
+    tmp_path: Path, capsys: Captured
+) -> None:
+    db = tmp_path / "tickets.sqlite"
+    snapshot = _write(tmp_path / "snapshot.json", VERSIONED)
+    assert main(["import", str(snapshot), "--db", str(db), "--high-water", "9"]) == 0
+    assert capsys.readouterr() == (f"imported 2 tickets into {db}\n", "")
+    feed = tmp_path / "feed.jsonl"
+    feed.write_text(
+        '{"op": "delete", "key": "alpha:TKT-101", "version": 3}\n'  # stale: the ticket's 3
+        '{"op": "delete", "key": "alpha:TKT-102", "version": 9}\n'  # stale: the floor's 9
+        '{"op": "delete", "key": "alpha:TKT-300", "version": 8}\n'  # 8 > 7: applied
+    )
+    assert main(["apply", str(feed), "--db", str(db)]) == 0
+    assert capsys.readouterr().out.endswith(": 0 upserted, 1 deleted, 2 stale\n")
+    assert _ids(capsys, "--db", str(db)) == [("TKT-101", "v3")]
+
+
+def test_a_versioned_import_into_postgres_keeps_the_floor(
+    postgres_database: PostgresDatabase, scratch: str, tmp_path: Path, capsys: Captured
+) -> None:
+    owner = postgres_database.cluster.dsn(OWNER, scratch)
+    snapshot = _write(tmp_path / "snapshot.json", VERSIONED)
+    argv = ["import", str(snapshot), "--postgres", owner, "--grant-to", READER]
+    assert main([*argv, "--high-water", "9"]) == 0
+    assert capsys.readouterr() == (f"imported 2 tickets into {describe(owner)}\n", "")
+    with psycopg.connect(owner) as connection:
+        assert connection.execute("SELECT version FROM high_water").fetchall() == [(9,)]
+        versions = connection.execute("SELECT id, version FROM tickets ORDER BY id").fetchall()
+    assert versions == [("TKT-101", 3), ("TKT-300", 7)]
+    # A table that holds a floor is not empty: import only fills an empty one.
+    with psycopg.connect(owner) as connection:
+        connection.execute("DELETE FROM tickets")
+    assert main(argv) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ticket-tools: {describe(owner)} already holds tickets; "
+        "import only fills an empty table\n",
+    )
+
+
+@pytest.mark.parametrize(
+    ("records", "argv", "message"),
+    [
+        pytest.param(VERSIONED, ["--replace"], NEEDS_HIGH_WATER, id="replace-without-high-water"),
+        pytest.param(
+            NEW, ["--replace", "--high-water", "5"], NEEDS_VERSIONS, id="replace-no-versions"
+        ),
+        pytest.param(NEW, ["--high-water", "5"], NEEDS_VERSIONS, id="import-no-versions"),
+        pytest.param(
+            {"alpha:TKT-102": {"id": "TKT-102", "title": "t", "status": "o"}, **VERSIONED},
+            ["--replace", "--high-water", "5"],
+            'record 2 (in file order): either every ticket has a "version" or none does',
+            id="mixed",
+        ),
+        pytest.param(
+            {"alpha:TKT-101": {"id": "TKT-101", "title": "t", "status": "o", "version": "3"}},
+            ["--replace", "--high-water", "5"],
+            "record 1 (in file order): the version is not an integer from 0 to 2^63-1",
+            id="version-a-string",
+        ),
+    ],
+)
+def test_what_a_versioned_import_refuses(
+    tmp_path: Path, capsys: Captured, records: object, argv: list[str], message: str
+) -> None:
+    db = tmp_path / "tickets.sqlite"
+    write_database(db, fixture_records())
+    path = _write(tmp_path / "records.json", records)
+    target = db if "--replace" in argv else tmp_path / "new.sqlite"
+    assert main(["import", str(path), *argv, "--db", str(target)]) == 2
+    assert capsys.readouterr() == ("", f"ticket-tools: {path}: {message}\n")
+    assert _ids(capsys, "--db", str(db))[0] == ("TKT-101", "Login fails after password reset")
+    assert not (tmp_path / "new.sqlite").exists()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("-1", id="negative"),
+        pytest.param("+5", id="plus"),
+        pytest.param("5.0", id="float"),
+        pytest.param(" 5", id="space"),
+        pytest.param(str(2**63), id="too-big"),
+        pytest.param("1" * 20, id="too-long"),
+    ],
+)
+def test_a_high_water_that_is_not_a_version(
+    tmp_path: Path, new_records: Path, capsys: Captured, value: str
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(
+            ["import", str(new_records), "--db", str(tmp_path / "x.sqlite"), "--high-water", value]
+        )
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.endswith(
+        "ticket-tools import: error: argument --high-water: expected an integer from 0 to 2^63-1\n"
+    )

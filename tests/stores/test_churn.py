@@ -1,4 +1,6 @@
-"""Walks under churn: a writer commits random feed batches between a reader's pages.
+"""Walks under churn, and a refresh from a versioned snapshot amid a replayed feed.
+
+Walks: a writer commits random feed batches between a reader's pages.
 
 On SQLite and PostgreSQL, against a dict store kept by the version rule as the oracle:
 - every call (a page, a get) answers exactly what the dict store answers at that moment:
@@ -9,15 +11,23 @@ On SQLite and PostgreSQL, against a dict store kept by the version rule as the o
 The interleaving is generated: a batch (possibly empty) is committed before each page,
 and each call is one snapshot, so this covers every order of commits and calls a real
 concurrent writer could produce between two calls.
+
+Refresh: a source's history of changes (versions 1, 2, ... in order) reaches the store
+out of order, part of it before and part after an `import --replace` from a versioned
+snapshot of the source at a generated point (high-water: the highest version so far);
+then an older feed is replayed. After each step the store holds exactly what the
+oracle holds, the version rule applied to every change the store has been given, the
+snapshot's changes included, and the writer's counts are the oracle's.
 """
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 import pytest
@@ -26,11 +36,12 @@ from hypothesis import strategies as st
 
 from conftest import OWNER, READER, PostgresDatabase
 from strategies import statuses, titles
-from ticket_tools import Records, TicketStore, execute_tool
+from ticket_tools import Records, TicketFilter, TicketStore, execute_tool
 from ticket_tools.stores.feed import Change, Counts
-from ticket_tools.stores.postgres.importer import import_records
+from ticket_tools.stores.postgres.importer import import_records, replace_records
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
+from ticket_tools.stores.records import record_rows
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
@@ -78,6 +89,7 @@ class Oracle:
         self.versions = dict.fromkeys(self.records, 0)
 
     def apply(self, batch: list[Change]) -> Counts:
+        """Apply `batch` by the version rule: per key, the highest version wins."""
         counts = Counts()
         for change in batch:
             key = f"{change.tenant}:{change.id}"
@@ -194,6 +206,125 @@ def test_walks_under_churn_on_postgres(
         connection.execute("TRUNCATE tickets, tombstones")
         import_records(connection, records)
     walk_under_churn(store, writer.apply, records, args, schedule)
+
+
+# The refresh property. A history is what a source did, in order: change n has version n.
+history_changes = st.lists(changes(), max_size=24).map(
+    lambda drawn: [
+        Change(c.op, c.tenant, c.id, number, c.title, c.status) for number, c in enumerate(drawn, 1)
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """One generated run: a history, and what reaches the store in which order."""
+
+    records: dict[str, dict[str, str]]
+    history: list[Change]
+    steps: list[list[Change] | int]
+    """Batches of changes to apply, and refreshes: an int `n` is a refresh from the
+    snapshot of the records and history[:n], whose high-water is n."""
+
+
+def _batches(draw: st.DrawFn, changes: list[Change]) -> list[list[Change] | int]:
+    """`changes` in any order, cut into batches."""
+    shuffled = draw(st.permutations(changes))
+    cuts = sorted(draw(st.lists(st.integers(0, len(shuffled)), max_size=3)))
+    bounds = [0, *cuts, len(shuffled)]
+    return [shuffled[start:end] for start, end in itertools.pairwise(bounds)]
+
+
+@st.composite
+def refreshes(draw: st.DrawFn) -> Refresh:
+    history = draw(history_changes)
+    some = st.lists(st.sampled_from(history), max_size=10) if history else st.just([])
+    steps: list[list[Change] | int] = []
+    # One or two refreshes, the second one's snapshot possibly older than the first's.
+    for point in draw(st.lists(st.integers(0, len(history)), min_size=1, max_size=2)):
+        # The store lags and is fed out of order: any changes, before or past the point
+        # (a feed applied beside the refresh), some twice.
+        steps += [*_batches(draw, draw(some)), point]
+    # Then the whole feed replayed, and an older part of it again.
+    steps += _batches(draw, history) + _batches(draw, draw(some))
+    return Refresh(draw(initial_records()), history, steps)
+
+
+def _snapshot(records: dict[str, dict[str, str]], changes: list[Change]) -> Records:
+    """The source's state after `changes` (in order), each ticket with its version."""
+    state: dict[str, dict[str, object]] = {
+        key: {**ticket, "version": 0} for key, ticket in records.items()
+    }
+    for change in changes:
+        key = f"{change.tenant}:{change.id}"
+        state.pop(key, None)
+        if change.op == "upsert":
+            ticket = {"id": change.id, "title": change.title, "status": change.status}
+            state[key] = {**ticket, "version": change.version}
+    return cast(Records, state)
+
+
+def _everything(store: TicketStore | Records) -> dict[str, list[Any]]:
+    if isinstance(store, TicketStore):
+        return {tenant: store.find(tenant, TicketFilter(), limit=None) for tenant in TENANTS}
+    return {
+        tenant: [
+            {"id": t["id"], "title": t["title"], "status": t["status"]}
+            for key, t in sorted(store.items())
+            if key.startswith(f"{tenant}:")
+        ]
+        for tenant in TENANTS
+    }
+
+
+Replace = Callable[[Records, int], object]
+
+
+def refresh_amid_a_feed(store: TicketStore, apply: Apply, replace: Replace, run: Refresh) -> None:
+    oracle = Oracle({key: dict(ticket) for key, ticket in run.records.items()})
+    assert _everything(store) == _everything(oracle.records)
+    for step in run.steps:
+        if isinstance(step, int):
+            # The snapshot is the source's state at the point: the store now has every
+            # change before it, whichever it had been given already.
+            replace(_snapshot(run.records, run.history[:step]), step)
+            oracle.apply(run.history[:step])
+        else:
+            assert apply(step) == oracle.apply(step)
+        assert _everything(store) == _everything(oracle.records)
+    # And the end is the source's own end: the whole history, in order.
+    assert _everything(store) == _everything(_snapshot(run.records, run.history))
+
+
+@settings(max_examples=150)
+@given(run=refreshes())
+def test_a_versioned_refresh_amid_a_replayed_feed_on_sqlite(run: Refresh) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "tickets.sqlite"
+        write_database(path, run.records)
+        with SQLiteStore.open(path) as store, SQLiteWriter.open(path) as writer:
+
+            def replace(snapshot: Records, high_water: int) -> object:
+                return writer.replace(record_rows(snapshot), high_water=high_water)
+
+            refresh_amid_a_feed(store, writer.apply, replace, run)
+
+
+@settings(max_examples=60)
+@given(run=refreshes())
+def test_a_versioned_refresh_amid_a_replayed_feed_on_postgres(
+    churn_pg: tuple[str, str, PostgresStore, PostgresWriter], run: Refresh
+) -> None:
+    owner, _, store, writer = churn_pg
+    with psycopg.connect(owner) as connection:
+        with connection.transaction():
+            connection.execute("TRUNCATE tickets, tombstones, high_water")
+            import_records(connection, run.records)
+
+        def replace(snapshot: Records, high_water: int) -> object:
+            return replace_records(connection, snapshot, high_water=high_water)
+
+        refresh_amid_a_feed(store, writer.apply, replace, run)
 
 
 def test_the_oracle_follows_the_version_rule() -> None:

@@ -8,7 +8,6 @@ import pytest
 
 from ticket_tools.stores.feed import (
     MAX_LINE_BYTES,
-    MAX_VERSION,
     Change,
     Counts,
     FeedError,
@@ -16,6 +15,7 @@ from ticket_tools.stores.feed import (
     parse_change,
     plan,
 )
+from ticket_tools.stores.records import MAX_VERSION
 from ticket_tools.tickets import IdFormat
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
@@ -227,6 +227,27 @@ def test_plan_keeps_the_highest_version_per_key(
     counts: Counts,
 ) -> None:
     assert plan(changes, stored) == (winners, counts)
+
+
+@pytest.mark.parametrize(
+    ("changes", "stored", "winners", "counts"),
+    [
+        pytest.param([_del(3), _up(6)], {}, {KEY: _up(6)}, Counts(1, 0, 1), id="docstring-example"),
+        pytest.param([_up(4)], {}, {}, Counts(0, 0, 1), id="at-the-floor-is-stale"),
+        pytest.param([_up(5)], {}, {KEY: _up(5)}, Counts(1, 0, 0), id="above-the-floor"),
+        pytest.param([_del(2)], {}, {}, Counts(0, 0, 1), id="delete-below-the-floor-is-stale"),
+        # A stored version wins over the floor, below it too (a ticket kept by a refresh).
+        pytest.param([_up(2)], {KEY: 1}, {KEY: _up(2)}, Counts(1, 0, 0), id="stored-below-floor"),
+        pytest.param([_up(6)], {KEY: 7}, {}, Counts(0, 0, 1), id="stored-above-floor"),
+    ],
+)
+def test_plan_counts_an_unknown_key_at_the_floor(
+    changes: list[Change],
+    stored: dict[tuple[str, str], int],
+    winners: dict[tuple[str, str], Change],
+    counts: Counts,
+) -> None:
+    assert plan(changes, stored, 4) == (winners, counts)
 
 
 def test_counts_add_and_read_as_a_summary() -> None:

@@ -7,7 +7,15 @@ from typing import cast
 import pytest
 
 from ticket_tools import IdFormat, Records, fixture_records
-from ticket_tools.stores.records import RecordsError, StoredRow, is_text, record_rows
+from ticket_tools.stores.records import (
+    MAX_VERSION,
+    RecordsError,
+    StoredRow,
+    check_high_water,
+    first_row,
+    is_text,
+    record_rows,
+)
 from wide_ids import SIX, wide_id_of, widened
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
@@ -125,6 +133,90 @@ def test_rows_keep_order_and_only_the_public_fields() -> None:
         StoredRow("beta", "TKT-002", "Été", "closed"),
         StoredRow("alpha", "TKT-001", "one", "open"),
     ]
+
+
+VERSION_RULE = "the version is not an integer from 0 to 2^63-1"
+MIXED_RULE = 'either every ticket has a "version" or none does'
+
+
+def _ticket(number: int, **fields: object) -> tuple[str, dict[str, object]]:
+    ticket_id = f"TKT-{number}"
+    return f"alpha:{ticket_id}", {"id": ticket_id, "title": "t", "status": "open", **fields}
+
+
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        pytest.param(dict([_ticket(101, version=True)]), VERSION_RULE, id="version-true"),
+        pytest.param(dict([_ticket(101, version=7.0)]), VERSION_RULE, id="version-float"),
+        pytest.param(dict([_ticket(101, version="7")]), VERSION_RULE, id="version-string"),
+        pytest.param(dict([_ticket(101, version=None)]), VERSION_RULE, id="version-null"),
+        pytest.param(dict([_ticket(101, version=-1)]), VERSION_RULE, id="version-negative"),
+        pytest.param(
+            dict([_ticket(101, version=MAX_VERSION + 1)]), VERSION_RULE, id="version-too-big"
+        ),
+        pytest.param(
+            dict([_ticket(101, version=1), _ticket(102, version=2), _ticket(103)]),
+            f"record 3 (in file order): {MIXED_RULE}",
+            id="a-version-missing",
+        ),
+        pytest.param(
+            dict([_ticket(101), _ticket(102, version=0)]),
+            f"record 2 (in file order): {MIXED_RULE}",
+            id="a-version-extra",
+        ),
+    ],
+)
+def test_a_version_breaking_a_rule_is_named_by_position(records: object, message: str) -> None:
+    with pytest.raises(RecordsError) as raised:
+        record_rows(records)
+    prefix = "" if message.startswith("record ") else "record 1 (in file order): "
+    assert str(raised.value) == prefix + message
+
+
+def test_rows_carry_their_versions_and_never_the_field() -> None:
+    records = dict([_ticket(101, version=0), _ticket(102, version=MAX_VERSION, note="x")])
+    assert record_rows(records) == [
+        StoredRow("alpha", "TKT-101", "t", "open", 0),
+        StoredRow("alpha", "TKT-102", "t", "open", MAX_VERSION),
+    ]
+    assert record_rows(dict([_ticket(101)])) == [StoredRow("alpha", "TKT-101", "t", "open", None)]
+
+
+VERSIONED = StoredRow("alpha", "TKT-101", "t", "open", 4)
+VERSIONLESS = StoredRow("alpha", "TKT-101", "t", "open")
+NEEDS_VERSIONS = "a high-water version (--high-water) needs tickets with versions"
+NEEDS_HIGH_WATER = (
+    "a refresh from tickets with versions needs the snapshot's high-water version (--high-water N)"
+)
+
+
+@pytest.mark.parametrize(
+    ("first", "high_water", "replace", "message"),
+    [
+        pytest.param(VERSIONLESS, 5, False, NEEDS_VERSIONS, id="import-versionless-high-water"),
+        pytest.param(VERSIONLESS, 5, True, NEEDS_VERSIONS, id="replace-versionless-high-water"),
+        pytest.param(VERSIONED, None, True, NEEDS_HIGH_WATER, id="replace-without-high-water"),
+        pytest.param(VERSIONED, None, False, None, id="import-without-high-water"),
+        pytest.param(VERSIONED, 0, True, None, id="replace-with-high-water"),
+        pytest.param(VERSIONLESS, None, True, None, id="replace-versionless"),
+        pytest.param(None, 5, True, None, id="empty-with-high-water"),
+        pytest.param(None, None, True, None, id="empty-without"),
+    ],
+)
+def test_the_high_water_fits_the_records(
+    first: StoredRow | None, high_water: int | None, replace: bool, message: str | None
+) -> None:
+    if message is None:
+        check_high_water(first, high_water, replace=replace)
+        return
+    with pytest.raises(RecordsError) as raised:
+        check_high_water(first, high_water, replace=replace)
+    assert str(raised.value) == message
+
+
+def test_first_row() -> None:
+    assert (first_row([]), first_row([VERSIONED, VERSIONLESS])) == (None, VERSIONED)
 
 
 def test_the_fixture_records_follow_the_rules() -> None:

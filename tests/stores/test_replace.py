@@ -153,9 +153,10 @@ def writer_role(pg: dict[str, str]) -> Iterator[str]:
         connection.execute(
             "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones TO ticket_swap_writer"
         )
+        connection.execute("GRANT SELECT ON high_water TO ticket_swap_writer")
     yield pg["owner"].replace(f"user={OWNER}", "user=ticket_swap_writer")
     with psycopg.connect(pg["super"], autocommit=True) as connection:
-        connection.execute("REVOKE ALL ON tickets, tombstones FROM ticket_swap_writer")
+        connection.execute("REVOKE ALL ON tickets, tombstones, high_water FROM ticket_swap_writer")
         connection.execute("DROP ROLE ticket_swap_writer")
 
 
@@ -418,3 +419,110 @@ def test_a_refresh_beside_a_trickling_feed_loses_nothing(
     )
     assert sorted(rows) == expected
     assert during  # the feed began while the refresh was still running
+
+
+# A refresh from a versioned snapshot (docs/feed.md, "A refresh from a snapshot with
+# versions"): one story, run on both stores.
+START: Records = {
+    f"alpha:TKT-{n}": {"id": f"TKT-{n}", "title": title, "status": "open"}
+    for n, title in ((101, "a"), (102, "b"))
+}
+
+
+def _versioned(**tickets: tuple[str, int]) -> Records:
+    return {
+        f"alpha:{name.replace('_', '-')}": {
+            "id": name.replace("_", "-"),
+            "title": title,
+            "status": "open",
+            "version": version,
+        }
+        for name, (title, version) in tickets.items()
+    }
+
+
+def _titles(store: TicketStore) -> dict[str, str]:
+    return {t["id"]: t["title"] for t in store.find("alpha", TicketFilter(), limit=None)}
+
+
+def check_a_versioned_refresh(
+    writer: SQLiteWriter | PostgresWriter,
+    replace: Callable[[Records, int | None], int],
+    store: TicketStore,
+    floor: Callable[[], list[tuple[int]]],
+) -> None:
+    """The source: 103 made at v1 and deleted at v2, 101 changed at v3, 104 (never held)
+    deleted at v4; the snapshot at v4; then 102 changed at v6, 105 deleted at v7."""
+
+    def up(n: int, v: int, title: str = "t") -> Change:
+        return Change("upsert", "alpha", f"TKT-{n}", v, title, "open")
+
+    def delete(n: int, v: int) -> Change:
+        return Change("delete", "alpha", f"TKT-{n}", v)
+
+    # The store lags: it has 101's change and two made after the snapshot, not the rest.
+    assert writer.apply([up(101, 3, "a3"), up(102, 6, "b6"), delete(105, 7)]) == Counts(2, 1, 0)
+    assert replace(_versioned(TKT_101=("a3", 3), TKT_102=("b", 0)), 4) == 2
+    # 101 as the snapshot has it; 102's later change and 105's tombstone kept; floor 4.
+    assert (_titles(store), floor()) == ({"TKT-101": "a3", "TKT-102": "b6"}, [(4,)])
+    # The older feed replayed: every change is stale, 103 stays deleted, 105 too.
+    old = [up(103, 1, "c"), delete(103, 2), up(101, 3, "a3"), delete(104, 4), up(105, 5)]
+    assert writer.apply(old) == Counts(0, 0, 5)
+    assert _titles(store) == {"TKT-101": "a3", "TKT-102": "b6"}
+    # Above the floor, a new key and a delete of an unknown key apply.
+    assert writer.apply([up(106, 5, "f"), delete(104, 5)]) == Counts(1, 1, 0)
+    # An older snapshot (at v1) after it: the floor keeps 103 deleted, newer tickets stay.
+    snapshot = _versioned(TKT_101=("a", 0), TKT_102=("b", 0), TKT_103=("c", 1))
+    assert replace(snapshot, 1) == 3
+    assert (_titles(store), floor()) == (
+        {"TKT-101": "a3", "TKT-102": "b6", "TKT-106": "f"},
+        [(4,)],
+    )
+    assert writer.apply([up(103, 1), delete(104, 5), up(105, 7)]) == Counts(0, 0, 3)
+    # A snapshot past everything: what it lacks at or below its high-water goes.
+    assert replace(_versioned(TKT_102=("b9", 9)), 9) == 1
+    assert (_titles(store), floor()) == ({"TKT-102": "b9"}, [(9,)])
+    assert writer.apply([up(106, 8), up(105, 9), up(107, 10, "g")]) == Counts(1, 0, 2)
+    # A refresh without versions is today's: every ticket at 0, no tombstone, no floor.
+    assert replace(START, None) == 2
+    assert (_titles(store), floor()) == ({"TKT-101": "a", "TKT-102": "b"}, [])
+    assert writer.apply([up(103, 1, "c"), up(101, 0)]) == Counts(1, 0, 1)
+
+
+def test_a_versioned_refresh_on_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, START)
+
+    def floor() -> list[tuple[int]]:
+        with sqlite3.connect(path) as connection:
+            return connection.execute("SELECT version FROM high_water").fetchall()
+
+    with SQLiteStore.open(path) as store, SQLiteWriter.open(path) as writer:
+        check_a_versioned_refresh(
+            writer,
+            lambda records, high_water: writer.replace(record_rows(records), high_water=high_water),
+            store,
+            floor,
+        )
+
+
+def test_a_versioned_refresh_on_postgres(postgres_database: PostgresDatabase, scratch: str) -> None:
+    cluster = postgres_database.cluster
+    owner = cluster.dsn(OWNER, scratch)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, START, grant_to=READER)
+
+    def floor() -> list[tuple[int]]:
+        with psycopg.connect(owner) as connection:
+            return connection.execute("SELECT version FROM high_water").fetchall()
+
+    with (
+        PostgresStore.open(cluster.dsn(READER, scratch)) as store,
+        PostgresWriter.open(owner) as writer,
+    ):
+        check_a_versioned_refresh(
+            writer,
+            lambda records, high_water: replace_dsn(owner, records, high_water=high_water),
+            store,
+            floor,
+        )

@@ -16,7 +16,7 @@ from ticket_tools.cli.inputs import os_reason, read_records
 from ticket_tools.cli.progress import ProgressBar
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.store import Records, TicketStore
-from ticket_tools.stores.records import RecordsError, record_rows
+from ticket_tools.stores.records import MAX_VERSION, RecordsError, record_rows
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.text import clean_records, titles_cleaned
@@ -173,9 +173,23 @@ def add_commands(commands: Commands) -> None:
         help="replace every ticket of an existing database while it serves: the new set is "
         "built beside the old one and swapped in atomically (docs/feed.md)",
     )
+    load.add_argument(
+        "--high-water",
+        type=_high_water,
+        metavar="N",
+        help='for tickets with "version"s: the snapshot holds every change up to version N, '
+        "so a key it lacks counts as deleted at N (needed with --replace; docs/feed.md)",
+    )
     add_id_digits_option(load)
     add_raw_titles_option(load)
     load.set_defaults(run=_run_import)
+
+
+def _high_water(text: str) -> int:
+    # Digits only, as a feed's version is a JSON integer: int() would also take "+5", " 5".
+    if re.fullmatch("[0-9]{1,19}", text) is None or int(text) > MAX_VERSION:
+        raise argparse.ArgumentTypeError("expected an integer from 0 to 2^63-1")
+    return int(text)
 
 
 def postgres_dsn(options: argparse.Namespace) -> str | None:
@@ -214,17 +228,18 @@ def _run_import(options: argparse.Namespace) -> int:
     if options.replace and options.grant_to is not None:
         raise CommandError("--grant-to applies to a new table; --replace keeps the table's grants")
     id_format = id_format_of(options)
+    high_water: int | None = options.high_water
     if options.replace:
         write = (
-            _sqlite_replacer(options.db, id_format)
+            _sqlite_replacer(options.db, id_format, high_water)
             if dsn is None
-            else _postgres_replacer(dsn, id_format)
+            else _postgres_replacer(dsn, id_format, high_water)
         )
     else:
         write = (
-            _sqlite_importer(options.db, id_format)
+            _sqlite_importer(options.db, id_format, high_water)
             if dsn is None
-            else _postgres_importer(dsn, options, id_format)
+            else _postgres_importer(dsn, options, id_format, high_water)
         )
     bar: ProgressBar | None = None
     cleaned = 0
@@ -255,18 +270,25 @@ def _run_import(options: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.finish()
-    if options.replace:
+    if options.replace and high_water is not None:
+        print(
+            f"merged {count} tickets into {target} up to version {high_water}"
+            f"{titles_cleaned(cleaned)}"
+        )
+    elif options.replace:
         print(f"replaced the tickets of {target} with {count}{titles_cleaned(cleaned)}")
     else:
         print(f"imported {count} tickets into {target}{titles_cleaned(cleaned)}")
     return 0
 
 
-def _sqlite_importer(path: Path, id_format: IdFormat) -> Importer:
+def _sqlite_importer(path: Path, id_format: IdFormat, high_water: int | None) -> Importer:
     def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
         records = load()
         try:
-            count = write_database(path, records, on_progress=progress, id_format=id_format)
+            count = write_database(
+                path, records, on_progress=progress, id_format=id_format, high_water=high_water
+            )
             return count, str(path)
         except FileExistsError:
             raise CommandError(f"{path} already exists; import only creates new files") from None
@@ -276,30 +298,39 @@ def _sqlite_importer(path: Path, id_format: IdFormat) -> Importer:
     return write
 
 
-def _sqlite_replacer(path: Path, id_format: IdFormat) -> Importer:
+def _sqlite_replacer(path: Path, id_format: IdFormat, high_water: int | None) -> Importer:
     from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
 
     def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
         with SQLiteWriter.open(path, id_format=id_format) as writer:
             # Read and checked whole under the write lock, before anything is written.
-            count = writer.replace(lambda: record_rows(load(), id_format=id_format), progress)
+            count = writer.replace(
+                lambda: record_rows(load(), id_format=id_format),
+                progress,
+                high_water=high_water,
+            )
             return count, str(path)
 
     return write
 
 
-def _postgres_replacer(dsn: str, id_format: IdFormat) -> Importer:
+def _postgres_replacer(dsn: str, id_format: IdFormat, high_water: int | None) -> Importer:
     require_postgres()  # before reading a large file: the extra may be missing
     from ticket_tools.stores.postgres.importer import replace_dsn  # noqa: PLC0415
     from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
 
     def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
-        return replace_dsn(dsn, load, on_progress=progress, id_format=id_format), describe(dsn)
+        count = replace_dsn(
+            dsn, load, on_progress=progress, id_format=id_format, high_water=high_water
+        )
+        return count, describe(dsn)
 
     return write
 
 
-def _postgres_importer(dsn: str, options: argparse.Namespace, id_format: IdFormat) -> Importer:
+def _postgres_importer(
+    dsn: str, options: argparse.Namespace, id_format: IdFormat, high_water: int | None
+) -> Importer:
     require_postgres()  # before reading a large file: the extra may be missing
     from ticket_tools.stores.postgres.importer import (  # noqa: PLC0415
         TableNotEmptyError,
@@ -318,6 +349,7 @@ def _postgres_importer(dsn: str, options: argparse.Namespace, id_format: IdForma
                 grant_to=options.grant_to,
                 on_progress=progress,
                 id_format=id_format,
+                high_water=high_water,
             )
         except TableNotEmptyError:
             raise CommandError(

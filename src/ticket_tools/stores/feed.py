@@ -13,14 +13,19 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from ticket_tools.stores.records import RecordsError, is_text, key_parts, record_row
+from ticket_tools.stores.records import (
+    MAX_VERSION,
+    VERSION_RULE,
+    RecordsError,
+    is_text,
+    is_version,
+    key_parts,
+    record_row,
+)
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 Op = Literal["upsert", "delete"]
 OPS: tuple[Op, ...] = ("upsert", "delete")
-# The largest version: a signed 64-bit integer, what SQLite's INTEGER and PostgreSQL's
-# bigint hold. A microsecond timestamp fits until the year 294,247.
-MAX_VERSION = 2**63 - 1
 # Digits enough for any integer in range with its sign: a longer one is out of range
 # whatever its value, and is never converted (Python refuses past 4,300 digits).
 _MAX_INT_CHARS = len(str(-MAX_VERSION))
@@ -126,8 +131,8 @@ def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Chang
     if set(value) != _FIELDS[op]:
         raise FeedError(f"{op} takes exactly the fields {', '.join(sorted(_FIELDS[op]))}")
     version = value["version"]
-    if not (type(version) is int and 0 <= version <= MAX_VERSION):
-        raise FeedError("the version is not an integer from 0 to 2^63-1")
+    if not is_version(version):
+        raise FeedError(VERSION_RULE)
     try:
         if op == "delete":
             tenant, ticket_id = _delete_key(value["key"], id_format)
@@ -172,23 +177,30 @@ def _unique_fields(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return fields
 
 
-def plan(changes: Iterable[Change], stored: Mapping[Key, int]) -> tuple[dict[Key, Change], Counts]:
+def plan(
+    changes: Iterable[Change], stored: Mapping[Key, int], floor: int | None = None
+) -> tuple[dict[Key, Change], Counts]:
     """Decide which changes win; return the last winner per key, and the counts.
 
     `stored` holds the version of every stored key (ticket or tombstone) the changes
-    name. Changes are taken in order: one whose version is not greater than its key's
-    current version (stored, or set by an earlier change here) is stale. The result is
-    what to write: per key, the winning change with the highest version.
+    name; `floor` is the store's high-water version (None: none), the version of every
+    key neither stored nor buried. Changes are taken in order: one whose version is not
+    greater than its key's current version (stored, the floor, or set by an earlier
+    change here) is stale. The result is what to write: per key, the winning change
+    with the highest version.
 
     Example, with ("alpha", "TKT-101") stored at version 5:
         upsert v7, delete v6, delete v9  ->  {key: delete v9}, Counts(1, 1, 1)
+    and with the floor at 4, ("alpha", "TKT-102") neither stored nor buried:
+        delete v3, upsert v6  ->  {key: upsert v6}, Counts(1, 0, 1)
     """
-    current = dict(stored)
+    current: dict[Key, int | None] = dict(stored)
     winners: dict[Key, Change] = {}
     upserted = deleted = stale = 0
     for change in changes:
         key = change.key
-        if key in current and change.version <= current[key]:
+        version = current.get(key, floor)
+        if version is not None and change.version <= version:
             stale += 1
             continue
         current[key] = change.version

@@ -7,7 +7,7 @@ same rules for the dict store and for a database: both then give the same answer
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple, TypeGuard
 
 from ticket_tools.store import tenant_of
@@ -16,6 +16,11 @@ from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 _FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 _KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
+# The largest version: a signed 64-bit integer, what SQLite's INTEGER and PostgreSQL's
+# bigint hold. A microsecond timestamp fits until the year 294,247.
+MAX_VERSION = 2**63 - 1
+VERSION_RULE = "the version is not an integer from 0 to 2^63-1"
+_MIXED_RULE = 'either every ticket has a "version" or none does'
 
 
 class RecordsError(ValueError):
@@ -23,12 +28,19 @@ class RecordsError(ValueError):
 
 
 class StoredRow(NamedTuple):
-    """One checked record: the key's tenant and the ticket's three public fields."""
+    """One checked record: the key's tenant, the ticket's three public fields, its version."""
 
     tenant: str
     id: str
     title: str
     status: str
+    version: int | None = None
+    """The ticket's `"version"` in a records file with versions; None in one without."""
+
+
+def is_version(value: object) -> TypeGuard[int]:
+    """Return whether `value` is a version: an int (not a bool) from 0 to MAX_VERSION."""
+    return type(value) is int and 0 <= value <= MAX_VERSION
 
 
 def is_text(value: object) -> TypeGuard[str]:
@@ -56,10 +68,48 @@ def record_rows(records: object, *, id_format: IdFormat = ID_FORMAT) -> list[Sto
     """
     if not isinstance(records, Mapping):
         raise RecordsError('not a JSON object of "tenant:TKT-123" -> ticket')
-    return [
-        _row(position, key, stored, id_format)
-        for position, (key, stored) in enumerate(records.items(), 1)
-    ]
+    return list(checked_rows(records.items(), id_format=id_format))
+
+
+def checked_rows(
+    pairs: Iterable[tuple[object, object]], *, id_format: IdFormat = ID_FORMAT
+) -> Iterator[StoredRow]:
+    """Check (key, ticket) pairs in file order; yield one row per record, as it is checked.
+
+    Each record follows `record_row`'s rules, and the records file's own: a ticket may
+    carry `"version": N` (an integer from 0 to 2^63-1, as a feed line's), and either every
+    ticket of a file has one or none does, as its first ticket says. A record that
+    breaks a rule is refused with its position (never its contents).
+    """
+    versioned: bool | None = None
+    for position, (key, stored) in enumerate(pairs, 1):
+        row = _row(position, key, stored, id_format)
+        if versioned is None:
+            versioned = row.version is not None
+        elif versioned != (row.version is not None):
+            raise RecordsError(f"record {position} (in file order): {_MIXED_RULE}")
+        yield row
+
+
+def check_high_water(first: StoredRow | None, high_water: int | None, *, replace: bool) -> None:
+    """Refuse a high-water version without versions, and a versioned refresh without one.
+
+    `first` is the file's first row (None for an empty file, which either kind may be).
+    """
+    if first is None:
+        return
+    if high_water is not None and first.version is None:
+        raise RecordsError("a high-water version (--high-water) needs tickets with versions")
+    if replace and high_water is None and first.version is not None:
+        raise RecordsError(
+            "a refresh from tickets with versions needs the snapshot's high-water version "
+            "(--high-water N)"
+        )
+
+
+def first_row(rows: Sequence[StoredRow]) -> StoredRow | None:
+    """Return the first of `rows`, or None."""
+    return rows[0] if rows else None
 
 
 def record_row(key: object, stored: object, *, id_format: IdFormat = ID_FORMAT) -> StoredRow:
@@ -128,6 +178,12 @@ def id_width_message(source: str, made_for: int, id_format: IdFormat) -> str:
 
 def _row(position: int, key: object, stored: object, id_format: IdFormat) -> StoredRow:
     try:
-        return record_row(key, stored, id_format=id_format)
+        row = record_row(key, stored, id_format=id_format)
+        if isinstance(stored, Mapping) and "version" in stored:
+            version = stored["version"]
+            if not is_version(version):
+                raise RecordsError(VERSION_RULE)
+            return row._replace(version=version)
+        return row
     except RecordsError as error:
         raise RecordsError(f"record {position} (in file order): {error}") from None

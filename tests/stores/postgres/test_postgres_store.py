@@ -202,7 +202,15 @@ SCHEMA_DAMAGE = [
         ("CREATE POLICY everything ON tickets USING (true)",), id="a-second-permissive-policy"
     ),
     pytest.param(
-        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 5'",), id="v5"
+        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 6'",), id="v6"
+    ),
+    pytest.param(("DROP TABLE high_water",), id="no-high-water"),
+    pytest.param(
+        ("ALTER TABLE high_water DROP CONSTRAINT high_water_version_check",),
+        id="high-water-unchecked",
+    ),
+    pytest.param(
+        ("CREATE POLICY everything ON high_water USING (true)",), id="a-high-water-policy"
     ),
     # The writer policy for any role but the owner alone would widen what a reader sees.
     pytest.param(("ALTER POLICY tickets_writer ON tickets TO PUBLIC",), id="writer-policy-public"),
@@ -244,8 +252,8 @@ def test_open_refuses_a_database_without_the_schema(
         PostgresStore.open(dsn)
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
-        f"{describe(dsn)} has no ticket-tools tickets and tombstones tables "
-        "(schema version 4) with their row-level security forced",
+        f"{describe(dsn)} has no ticket-tools tickets, tombstones and high_water tables "
+        "(schema version 5) with their row-level security forced",
     )
 
 
@@ -594,7 +602,9 @@ def test_import_refuses_a_table_that_holds_tickets(
     import_dsn(dsn, {"gamma:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"}})
     with pytest.raises(TableNotEmptyError) as raised:
         import_dsn(dsn, fixture_records())
-    assert str(raised.value) == "the tickets table already holds tickets or tombstones"
+    assert str(raised.value) == (
+        "the tickets table already holds tickets, tombstones or a high-water version"
+    )
     assert _table(database, scratch) == [("gamma", "TKT-001")]
 
 
@@ -627,8 +637,8 @@ def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, sc
         import_dsn(dsn, fixture_records())
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
-        f"{describe(dsn)} has no ticket-tools tickets and tombstones tables "
-        "(schema version 4) with their row-level security forced",
+        f"{describe(dsn)} has no ticket-tools tickets, tombstones and high_water tables "
+        "(schema version 5) with their row-level security forced",
     )
 
 

@@ -19,6 +19,7 @@ from ticket_tools.stores.postgres.schema import (
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
     MIGRATE_FROM_3,
+    MIGRATE_FROM_4,
     WRITER_LOCK,
     describe,
 )
@@ -157,6 +158,9 @@ def test_the_readers_policy_is_unchanged_and_tombstones_are_not_granted(
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             reader.execute("SELECT * FROM tombstones")
         reader.rollback()
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.execute("SELECT * FROM high_water")
+        reader.rollback()
         assert reader.execute("SELECT count(*) FROM tickets").fetchone() == (0,)
 
 
@@ -166,7 +170,7 @@ def test_open_refuses_the_reader(dsns: dict[str, str]) -> None:
     assert (raised.value.reason, str(raised.value)) == (
         "privileged",
         f"{describe(dsns['reader'])} connects as a role that cannot write the tickets and "
-        "tombstones tables; connect as their owner or the writer role",
+        "tombstones tables (and read high_water); connect as their owner or the writer role",
     )
 
 
@@ -180,11 +184,12 @@ def writer_role(dsns: dict[str, str]) -> Iterator[str]:
         connection.execute(
             "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones TO ticket_writer"
         )
+        connection.execute("GRANT SELECT ON high_water TO ticket_writer")
     try:
         yield dsns["owner"].replace(f"user={OWNER}", "user=ticket_writer")
     finally:
         with psycopg.connect(dsns["super"], autocommit=True) as connection:
-            connection.execute("REVOKE ALL ON tickets, tombstones FROM ticket_writer")
+            connection.execute("REVOKE ALL ON tickets, tombstones, high_water FROM ticket_writer")
             connection.execute("DROP ROLE ticket_writer")
 
 
@@ -280,18 +285,20 @@ def test_the_writer_policy_covers_the_owner_alone(dsns: dict[str, str]) -> None:
 
 
 def _downgrade(dsn: str, version: int) -> None:
-    # What an import of that version made: version 3 had no writer policies; version 2
-    # no version column and no tombstones either; version 1 no id CHECK either.
+    # What an import of that version made: version 4 had no high_water; version 3 no
+    # writer policies either; version 2 no version column and no tombstones either;
+    # version 1 no id CHECK either.
     with psycopg.connect(dsn) as connection:
-        connection.execute("DROP POLICY tickets_writer ON tickets")
-        connection.execute("DROP POLICY tombstones_writer ON tombstones")
+        connection.execute("DROP TABLE high_water")
+        if version <= 3:
+            connection.execute("DROP POLICY tickets_writer ON tickets")
+            connection.execute("DROP POLICY tombstones_writer ON tombstones")
         if version <= 2:
             connection.execute("DROP TABLE tombstones")
             connection.execute("ALTER TABLE tickets DROP COLUMN version")
         else:
-            connection.execute(
-                "COMMENT ON TABLE tombstones IS 'ticket-tools tombstones, schema version 3'"
-            )
+            comment = f"ticket-tools tombstones, schema version {version}"
+            connection.execute(f"COMMENT ON TABLE tombstones IS '{comment}'")
         if version == 1:
             connection.execute("ALTER TABLE tickets DROP CONSTRAINT tickets_id_check")
         connection.execute(
@@ -312,6 +319,23 @@ def _refused_then_migrated(dsns: dict[str, str], version: int, migration: Sequen
     with psycopg.connect(dsns["owner"]) as connection:
         for statement in migration:
             connection.execute(statement)
+
+
+def test_open_refuses_a_schema_version_4_database_and_the_migration_keeps_its_data(
+    dsns: dict[str, str],
+) -> None:
+    with PostgresWriter.open(dsns["owner"]) as writer:
+        assert writer.apply([up("TKT-101", 5, "kept"), delete("TKT-102", 8)]) == Counts(1, 1, 0)
+    before = dump(dsns["super"])
+    _downgrade(dsns["owner"], 4)
+    _refused_then_migrated(dsns, 4, MIGRATE_FROM_4)
+    assert dump(dsns["super"]) == before
+    with PostgresWriter.open(dsns["owner"]) as writer:
+        assert writer.apply([up("TKT-101", 4), up("TKT-102", 7), up("TKT-103", 1)]) == Counts(
+            1, 0, 2
+        )
+    with psycopg.connect(dsns["owner"]) as connection:
+        assert connection.execute("SELECT * FROM high_water").fetchall() == []
 
 
 def test_open_refuses_a_schema_version_3_database_and_the_migration_keeps_its_data(

@@ -14,6 +14,8 @@ from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.schema import (
     APPLICATION_ID,
+    HIGH_WATER,
+    MIGRATE_FROM_4,
     SCHEMA,
     SCHEMA_VERSION,
     TOMBSTONES,
@@ -24,7 +26,7 @@ from ticket_tools.stores.sqlite.schema import (
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from wide_ids import SIX, widened
 
-NOT_OURS = "{path} is not a ticket database of schema version 4: "
+NOT_OURS = "{path} is not a ticket database of schema version 5: "
 TABLES_DIFFER = NOT_OURS + "its tables differ from the ones import creates"
 
 
@@ -50,7 +52,7 @@ def _craft(
 
 def _variant(old: str, new: str) -> list[str]:
     assert old in SCHEMA
-    return [SCHEMA.replace(old, new), TOMBSTONES]
+    return [SCHEMA.replace(old, new), TOMBSTONES, HIGH_WATER]
 
 
 # Issue 12, item 2: each of these passed the old check (it read the column list only).
@@ -68,20 +70,34 @@ CRAFTED = [
     pytest.param(_variant(") WITHOUT ROWID", ")"), id="rowid-table"),
     pytest.param(_variant(" AND version >= 0", ""), id="version-may-be-negative"),
     pytest.param(
-        [SCHEMA, TOMBSTONES, "CREATE INDEX by_tenant ON tickets (tenant COLLATE NOCASE)"],
+        [
+            SCHEMA,
+            TOMBSTONES,
+            HIGH_WATER,
+            "CREATE INDEX by_tenant ON tickets (tenant COLLATE NOCASE)",
+        ],
         id="extra-index",
     ),
     pytest.param(
-        [SCHEMA, TOMBSTONES, "CREATE VIEW everything AS SELECT * FROM tickets"], id="extra-view"
+        [SCHEMA, TOMBSTONES, HIGH_WATER, "CREATE VIEW everything AS SELECT * FROM tickets"],
+        id="extra-view",
     ),
-    pytest.param([SCHEMA, TOMBSTONES, "CREATE TABLE notes (body TEXT)"], id="extra-table"),
-    pytest.param([SCHEMA], id="no-tombstones"),
     pytest.param(
-        [SCHEMA, TOMBSTONES.replace(" AND id GLOB 'TKT-[0-9][0-9][0-9]'", "")],
+        [SCHEMA, TOMBSTONES, HIGH_WATER, "CREATE TABLE notes (body TEXT)"], id="extra-table"
+    ),
+    pytest.param([SCHEMA, HIGH_WATER], id="no-tombstones"),
+    pytest.param([SCHEMA, TOMBSTONES], id="no-high-water"),
+    pytest.param(
+        [SCHEMA, TOMBSTONES, HIGH_WATER.replace(" AND version >= 0", "")],
+        id="high-water-may-be-negative",
+    ),
+    pytest.param(
+        [SCHEMA, TOMBSTONES.replace(" AND id GLOB 'TKT-[0-9][0-9][0-9]'", ""), HIGH_WATER],
         id="tombstone-id-unchecked",
     ),
     pytest.param(
-        [SCHEMA, TOMBSTONES.replace(" AND version >= 0", "")], id="tombstone-version-unchecked"
+        [SCHEMA, TOMBSTONES.replace(" AND version >= 0", ""), HIGH_WATER],
+        id="tombstone-version-unchecked",
     ),
 ]
 
@@ -97,7 +113,7 @@ def test_open_refuses_any_other_schema(tmp_path: Path, statements: list[str]) ->
 
 def test_the_exact_schema_opens(tmp_path: Path) -> None:
     path = tmp_path / "crafted.sqlite"
-    _craft(path, [SCHEMA, TOMBSTONES])
+    _craft(path, [SCHEMA, TOMBSTONES, HIGH_WATER])
     with SQLiteStore.open(path) as store:
         assert store.find("alpha", TicketFilter(), limit=None) == [
             {"id": "TKT-101", "title": "Login fails", "status": "open"}
@@ -105,11 +121,32 @@ def test_the_exact_schema_opens(tmp_path: Path) -> None:
         assert store.find("ALPHA", TicketFilter(), limit=None) == []
 
 
+def test_the_migration_from_version_4_keeps_the_rows(tmp_path: Path) -> None:
+    path = tmp_path / "v4.sqlite"
+    _craft(path, [SCHEMA, TOMBSTONES], version=4)
+    connection = sqlite3.connect(path, isolation_level=None)
+    connection.execute("INSERT INTO tombstones VALUES ('alpha', 'TKT-102', 8)")
+    connection.execute("BEGIN")
+    for statement in MIGRATE_FROM_4:
+        connection.execute(statement)
+    connection.execute("COMMIT")
+    connection.close()
+    with SQLiteStore.open(path) as store:
+        assert store.find("alpha", TicketFilter(), limit=None) == [
+            {"id": "TKT-101", "title": "Login fails", "status": "open"}
+        ]
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT * FROM tombstones").fetchall() == [
+            ("alpha", "TKT-102", 8)
+        ]
+        assert connection.execute("SELECT * FROM high_water").fetchall() == []
+
+
 @pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
 def test_open_refuses_text_stored_as_utf16(tmp_path: Path, encoding: str) -> None:
     # UTF-16 bytes do not sort in code-point order, so pages would come out of order.
     path = tmp_path / "crafted.sqlite"
-    _craft(path, [SCHEMA, TOMBSTONES], encoding=encoding)
+    _craft(path, [SCHEMA, TOMBSTONES, HIGH_WATER], encoding=encoding)
     with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(path)
     assert str(raised.value) == NOT_OURS.format(path=path) + "its text is not stored as UTF-8"
@@ -119,7 +156,7 @@ def _stamped(
     *, application_id: int = APPLICATION_ID, version: int = SCHEMA_VERSION
 ) -> Callable[[Path], None]:
     return lambda path: _craft(
-        path, [SCHEMA, TOMBSTONES], application_id=application_id, version=version
+        path, [SCHEMA, TOMBSTONES, HIGH_WATER], application_id=application_id, version=version
     )
 
 
@@ -177,7 +214,14 @@ OPEN_CASES = [
         id="schema-version-3",
     ),
     pytest.param(
-        _stamped(version=5),
+        lambda path: _craft(path, [SCHEMA, TOMBSTONES], version=4),
+        "schema",
+        NOT_OURS + "it has schema version 4; to migrate, run docs/stores.md's migration "
+        "statements on it (sqlite3 FILE)",
+        id="schema-version-4",
+    ),
+    pytest.param(
+        _stamped(version=6),
         "schema",
         NOT_OURS + "it was made by a newer version of ticket-tools",
         id="newer-schema-version",

@@ -18,7 +18,13 @@ from ticket_tools.stores.postgres.schema import (
     store_error,
     tickets_table,
 )
-from ticket_tools.stores.records import RecordsError, StoredRow, record_rows
+from ticket_tools.stores.records import (
+    RecordsError,
+    StoredRow,
+    check_high_water,
+    first_row,
+    record_rows,
+)
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # Rows per progress report during an import.
@@ -45,6 +51,37 @@ _SWAP = (
     f"ALTER TABLE tickets RENAME CONSTRAINT {NEXT_TABLE}_version_check TO tickets_version_check",
     "TRUNCATE tombstones",
 )
+# A refresh from a versioned snapshot, merged in place under the version rule in one
+# transaction (docs/feed.md): readers keep reading the old rows (MVCC) until the commit
+# and never wait, since nothing takes more than row locks. The file's rows are copied
+# into a temporary table first; %(n)s is its high-water version, %(floor)s the store's
+# before it (NULL: none).
+_SNAPSHOT_SQL = (
+    'CREATE TEMP TABLE snapshot (tenant text COLLATE "C" NOT NULL, '
+    'id text COLLATE "C" NOT NULL, title text COLLATE "C" NOT NULL, '
+    'status text COLLATE "C" NOT NULL, title_lower text COLLATE "C" NOT NULL, '
+    "version bigint NOT NULL, PRIMARY KEY (tenant, id)) ON COMMIT DROP"
+)
+_FLOOR_SQL = "SELECT max(version) FROM high_water"
+_MERGE_SQL = (
+    # a file ticket newer than its key's ticket, else its tombstone, else the floor, wins;
+    "INSERT INTO tickets (tenant, id, title, status, title_lower, version) "
+    "SELECT s.tenant, s.id, s.title, s.status, s.title_lower, s.version FROM snapshot s "
+    "LEFT JOIN tickets k USING (tenant, id) LEFT JOIN tombstones t USING (tenant, id) "
+    "WHERE s.version > coalesce(k.version, t.version, %(floor)s::bigint, -1) "
+    "ON CONFLICT (tenant, id) DO UPDATE SET title = excluded.title, "
+    "status = excluded.status, title_lower = excluded.title_lower, version = excluded.version",
+    # the tombstones of the keys it brought back go (a key is a ticket or a tombstone);
+    "DELETE FROM tombstones t USING snapshot s "
+    "WHERE s.tenant = t.tenant AND s.id = t.id AND s.version > t.version",
+    # a tombstone at or below the high-water goes: the new floor stands for it;
+    "DELETE FROM tombstones WHERE version <= %(n)s",
+    # a ticket at or below it that the snapshot does not hold was deleted before it.
+    "DELETE FROM tickets k WHERE k.version <= %(n)s "
+    "AND NOT EXISTS (SELECT FROM snapshot s WHERE s.tenant = k.tenant AND s.id = k.id)",
+    "DELETE FROM high_water",
+    "INSERT INTO high_water VALUES (greatest(%(floor)s::bigint, %(n)s))",
+)
 
 
 class TableNotEmptyError(Exception):
@@ -58,10 +95,12 @@ def import_records(
     grant_to: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     id_format: IdFormat = ID_FORMAT,
+    high_water: int | None = None,
 ) -> int:
-    """Copy `records` into an empty `tickets` table (created if absent) at version 0.
+    """Copy `records` into an empty `tickets` table (created if absent); return the count.
 
-    Returns the count.
+    Each ticket at its `"version"` (0 without one); `high_water`, for records with
+    versions, is stored as the floor (docs/feed.md).
 
     Run as the table's owner. Everything happens in one transaction (a savepoint if
     one is open): on any failure nothing is written. `grant_to` names the reader role
@@ -70,6 +109,7 @@ def import_records(
     a table of another schema or width), psycopg.Error.
     """
     rows = postgres_rows(records, id_format=id_format)
+    check_high_water(first_row(rows), high_water, replace=False)
     with connection.transaction():
         if connection.execute("SELECT to_regclass('tickets') IS NULL").fetchone() == (True,):
             for statement in create_schema(id_format):
@@ -84,10 +124,17 @@ def import_records(
         # rule that a key is a ticket or a tombstone, never both.
         for table in ("tickets", "tombstones"):
             connection.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
-        held = "SELECT EXISTS (SELECT FROM tickets) OR EXISTS (SELECT FROM tombstones)"
+        held = (
+            "SELECT EXISTS (SELECT FROM tickets) OR EXISTS (SELECT FROM tombstones) "
+            "OR EXISTS (SELECT FROM high_water)"
+        )
         if connection.execute(held).fetchone() == (True,):
-            raise TableNotEmptyError("the tickets table already holds tickets or tombstones")
+            raise TableNotEmptyError(
+                "the tickets table already holds tickets, tombstones or a high-water version"
+            )
         _copy(connection, "tickets", rows, on_progress)
+        if high_water is not None:
+            connection.execute("INSERT INTO high_water VALUES (%s)", (high_water,))
         for table in ("tickets", "tombstones"):
             connection.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
         connection.execute("ANALYZE tickets")
@@ -104,6 +151,7 @@ def import_dsn(
     grant_to: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     id_format: IdFormat = ID_FORMAT,
+    high_water: int | None = None,
 ) -> int:
     """Connect to `dsn` (as the owner) and `import_records`; its failures raise StoreFailure."""
     source = describe(dsn)
@@ -115,6 +163,7 @@ def import_dsn(
                 grant_to=grant_to,
                 on_progress=on_progress,
                 id_format=id_format,
+                high_water=high_water,
             )
     except psycopg.Error as error:
         raise store_error(error, source, "import into") from None
@@ -127,8 +176,14 @@ def replace_records(
     on_progress: Callable[[int, int], None] | None = None,
     attempts: int = SWAP_ATTEMPTS,
     id_format: IdFormat = ID_FORMAT,
+    high_water: int | None = None,
 ) -> int:
-    """Replace every ticket with `records` (at version 0): built beside, swapped atomically.
+    """Refresh every ticket from `records`; return the count.
+
+    Records with versions need `high_water` and are merged in place under the version
+    rule, in one transaction holding the writers' lock (`_MERGE_SQL`, docs/feed.md).
+    Records without versions replace every ticket (at version 0), built beside and
+    swapped atomically, and clear the tombstones and the floor:
 
     Run as the table's owner on an idle connection. One transaction holds the writers'
     lock (WRITER_LOCK, as `apply` takes for each batch) throughout, so no change is
@@ -152,6 +207,11 @@ def replace_records(
         check_schema(connection, source, id_format)
         loaded = records() if callable(records) else records
         rows = postgres_rows(loaded, id_format=id_format)
+        check_high_water(first_row(rows), high_water, replace=True)
+        if high_water is not None:
+            _merge(connection, rows, on_progress, high_water)
+            return len(rows)
+        connection.execute("DELETE FROM high_water")
         connection.execute(f"DROP TABLE IF EXISTS {NEXT_TABLE}")
         for statement in tickets_table(NEXT_TABLE, id_format):
             connection.execute(statement)
@@ -190,16 +250,36 @@ def replace_dsn(
     *,
     on_progress: Callable[[int, int], None] | None = None,
     id_format: IdFormat = ID_FORMAT,
+    high_water: int | None = None,
 ) -> int:
     """Connect to `dsn` (as the owner) and `replace_records`; its failures raise StoreFailure."""
     source = describe(dsn)
     try:
         with psycopg.connect(dsn) as connection:
             return replace_records(
-                connection, records, on_progress=on_progress, id_format=id_format
+                connection,
+                records,
+                on_progress=on_progress,
+                id_format=id_format,
+                high_water=high_water,
             )
     except psycopg.Error as error:
         raise store_error(error, source, "replace the tickets of") from None
+
+
+def _merge(
+    connection: psycopg.Connection,
+    rows: list[StoredRow],
+    on_progress: Callable[[int, int], None] | None,
+    high_water: int,
+) -> None:
+    connection.execute(_SNAPSHOT_SQL)
+    _copy(connection, "snapshot", rows, on_progress)
+    connection.execute("ANALYZE snapshot")
+    [(floor,)] = connection.execute(_FLOOR_SQL).fetchall()
+    for statement in _MERGE_SQL:
+        connection.execute(statement, {"n": high_water, "floor": floor})
+    connection.execute("DROP TABLE snapshot")
 
 
 def _copy(
@@ -210,8 +290,9 @@ def _copy(
 ) -> None:
     columns = "(tenant, id, title, status, title_lower, version)"
     with connection.cursor().copy(f"COPY {table} {columns} FROM STDIN") as copy:
-        for done, (tenant, ticket_id, title, status) in enumerate(rows, start=1):
-            copy.write_row((tenant, ticket_id, title, status, title.lower(), 0))
+        for done, (tenant, ticket_id, title, status, version) in enumerate(rows, start=1):
+            stored = 0 if version is None else version
+            copy.write_row((tenant, ticket_id, title, status, title.lower(), stored))
             if on_progress is not None and (done % IMPORT_BATCH == 0 or done == len(rows)):
                 on_progress(done, len(rows))
 
@@ -223,7 +304,7 @@ def postgres_rows(records: Records, *, id_format: IdFormat = ID_FORMAT) -> list[
     """
     rows = record_rows(records, id_format=id_format)
     for position, fields in enumerate(rows, start=1):
-        if any("\x00" in text for text in fields):
+        if any("\x00" in text for text in fields[:4]):
             raise RecordsError(
                 f"record {position} (in file order): PostgreSQL text cannot hold a NUL character"
             )

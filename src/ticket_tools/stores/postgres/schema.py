@@ -20,7 +20,8 @@ from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdForm
 # 3: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
 # 4: a writer policy on each table for the tables' owner alone, so that `apply` writes a
 # whole batch in one statement per operation instead of scoping each tenant in turn.
-SCHEMA_VERSION = 4
+# 5: the high_water table, the floor a refresh from a versioned snapshot leaves.
+SCHEMA_VERSION = 5
 # The advisory lock a writer holds for each batch, and `import --replace` for its swap:
 # two writers never interleave reading a version and writing it.
 WRITER_LOCK = 0x544B5431  # "TKT1"
@@ -28,6 +29,7 @@ WRITER_LOCK = 0x544B5431  # "TKT1"
 # The table comment is the schema's version stamp, read back by `check_schema`.
 _COMMENT = f"ticket-tools tickets, schema version {SCHEMA_VERSION}"
 _TOMBSTONES_COMMENT = f"ticket-tools tombstones, schema version {SCHEMA_VERSION}"
+_HIGH_WATER_COMMENT = f"ticket-tools high water, schema version {SCHEMA_VERSION}"
 # COLLATE "C" compares text by code point, exactly as Python compares str: the key
 # order, `id > cursor` and ORDER BY id all agree with the dict store. `title_lower` holds
 # Python's title.lower(), computed at import: PostgreSQL's lower() differs from it
@@ -61,6 +63,11 @@ CREATE TABLE tombstones (
     PRIMARY KEY (tenant, id)
 )
 """
+# The store's high-water version: no row (none, the default) or one, written by a
+# refresh from a versioned snapshot (docs/feed.md): a key neither stored nor buried counts
+# as stored at it. Not tenant data, so no policy: the owner has it, a writer role is
+# granted SELECT (docs/postgres.md), the reader nothing, since no reader statement needs it.
+_CREATE_HIGH_WATER = "CREATE TABLE high_water (version bigint NOT NULL CHECK (version >= 0))"
 _POLICY = "tickets_tenant"
 _TOMBSTONES_POLICY = "tombstones_tenant"
 _TENANT_RULE = "USING (tenant = current_setting('app.tenant', true))"
@@ -104,13 +111,18 @@ def tombstones_table(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
     )
 
 
+def high_water_table() -> tuple[str, ...]:
+    """Return the statements that create the high_water table, with its version stamp."""
+    return (_CREATE_HIGH_WATER, f"COMMENT ON TABLE high_water IS '{_HIGH_WATER_COMMENT}'")
+
+
 def create_schema(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
-    """Return the statements that create both tables for IDs of `id_format`.
+    """Return the statements that create the three tables for IDs of `id_format`.
 
     The tables, their policies and their version stamps; the importer then forces the
     tickets policy itself, after copying (docs/postgres.md).
     """
-    return (*tickets_table("tickets", id_format), *tombstones_table(id_format))
+    return (*tickets_table("tickets", id_format), *tombstones_table(id_format), *high_water_table())
 
 
 _ADD_VERSION = (
@@ -118,20 +130,26 @@ _ADD_VERSION = (
     "ALTER TABLE tickets ALTER COLUMN version DROP DEFAULT",
 )
 
-MIGRATE_FROM_3 = (
-    _writer_policy("tickets"),
-    _writer_policy("tombstones"),
+MIGRATE_FROM_4 = (
+    *high_water_table(),
     f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
     f"COMMENT ON TABLE tombstones IS '{_TOMBSTONES_COMMENT}'",
 )
+"""What turns a schema version 4 database (of any ID width) into this version, run as
+the tables' owner in one transaction: the empty high_water table (no floor, as before).
+The rows are not touched; a writer role is then granted SELECT on it (docs/postgres.md)."""
+
+MIGRATE_FROM_3 = (_writer_policy("tickets"), _writer_policy("tombstones"), *MIGRATE_FROM_4)
 """What turns a schema version 3 database (of any ID width) into this version, run as
 the tables' owner in one transaction: the owner's writer policy on both tables, which
-is then the role it names (docs/postgres.md). The rows are not touched."""
+is then the role it names (docs/postgres.md), then MIGRATE_FROM_4. The rows are not
+touched."""
 
 MIGRATE_FROM_2 = (
     *_ADD_VERSION,
     *tombstones_table(ID_FORMAT),
     _writer_policy("tickets"),
+    *high_water_table(),
     f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
 )
 """What turns a schema version 2 database of the brief's IDs (TKT- and three digits) into
@@ -220,11 +238,19 @@ def _expected(id_format: IdFormat) -> dict[str, tuple[object, ...]]:
                 "tombstones_writer * true owner true true",
             ],
         ),
+        "high_water": (
+            _HIGH_WATER_COMMENT,
+            False,
+            False,
+            _VERSION,
+            ["CHECK ((version >= 0))"],
+            [],
+        ),
     }
 
 
-_TABLES = ("tickets", "tombstones")
-_OLD_VERSIONS = tuple(f"ticket-tools tickets, schema version {n}" for n in (1, 2, 3))
+_TABLES = ("tickets", "tombstones", "high_water")
+_OLD_VERSIONS = tuple(f"ticket-tools tickets, schema version {n}" for n in (1, 2, 3, 4))
 
 # Whether the connection's roles could skip the policy: a superuser, a BYPASSRLS role,
 # or the table's owner, or a member of any of these (who could SET ROLE to it). Both
@@ -266,7 +292,7 @@ def check_connection(connection: psycopg.Connection, source: str) -> None:
 def check_schema(
     connection: psycopg.Connection, source: str, id_format: IdFormat = ID_FORMAT
 ) -> None:
-    """Raise StoreFailure("schema") unless both tables are this schema version, policies forced.
+    """Raise StoreFailure("schema") unless the tables are this schema version, policies forced.
 
     The tables must be the ones made for IDs of `id_format`: ones made for another width
     are refused with a message naming both widths, and a database of an older version
@@ -288,7 +314,7 @@ def check_schema(
         )
     raise StoreFailure(
         "schema",
-        f"{source} has no ticket-tools tickets and tombstones tables "
+        f"{source} has no ticket-tools tickets, tombstones and high_water tables "
         f"(schema version {SCHEMA_VERSION}) with their row-level security forced",
     )
 

@@ -83,6 +83,8 @@ _DROP_ALL_TOMBSTONES_SQL = (
     'DELETE FROM tombstones WHERE (tenant, id) IN (SELECT tenant COLLATE "C", id COLLATE "C" '
     "FROM unnest(%s::text[], %s::text[]) AS k(tenant, id))"
 )
+# The store's floor, read once per batch in the same pipeline as the versions: NULL for none.
+_FLOOR_SQL = "SELECT max(version) FROM high_water"
 # Whether the tables' writer policy covers the connection: it names the owner, and
 # applies to every role that has the owner's privileges.
 _COVERED_SQL = "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = 'tickets'::regclass"
@@ -90,6 +92,7 @@ _COVERED_SQL = "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = 
 _WRITER_SQL = """
 SELECT has_table_privilege('tickets', 'SELECT, INSERT, UPDATE, DELETE')
     AND has_table_privilege('tombstones', 'SELECT, INSERT, UPDATE, DELETE')
+    AND has_table_privilege('high_water', 'SELECT')
 """
 
 
@@ -152,7 +155,8 @@ class PostgresWriter:
                 raise StoreFailure(
                     "privileged",
                     f"{source} connects as a role that cannot write the tickets and "
-                    "tombstones tables; connect as their owner or the writer role",
+                    "tombstones tables (and read high_water); connect as their owner or "
+                    "the writer role",
                 )
             covered = connection.execute(_COVERED_SQL).fetchone() == (True,)
         except psycopg.Error as error:
@@ -213,8 +217,10 @@ class PostgresWriter:
                 cursor.execute(
                     _ALL_VERSIONS_SQL, ([key[0] for key in keys], [key[1] for key in keys])
                 )
+                floor = self._read_floor()
                 stored = {(tenant, id_): version for tenant, id_, version in cursor.fetchall()}
-            winners, counts = plan(changes, stored)
+                [(high_water,)] = floor.fetchall()
+            winners, counts = plan(changes, stored, high_water)
             with connection.pipeline():
                 self._write_all(list(winners.values()))
         return counts
@@ -272,17 +278,24 @@ class PostgresWriter:
                     (tenant, self._read_versions(tenant, group))
                     for tenant, group in by_tenant.items()
                 ]
+                floor = self._read_floor()
                 stored: dict[Key, int] = {}
                 for tenant, cursor in reads:
                     for ticket_id, version in cursor.fetchall():
                         stored[(tenant, ticket_id)] = version
+                [(high_water,)] = floor.fetchall()
             counts = Counts()
             with connection.pipeline():
                 for tenant, group in by_tenant.items():
-                    winners, tenant_counts = plan(group, stored)
+                    winners, tenant_counts = plan(group, stored, high_water)
                     counts += tenant_counts
                     self._write(tenant, list(winners.values()))
         return counts
+
+    def _read_floor(self) -> psycopg.Cursor[tuple[int | None]]:
+        cursor: psycopg.Cursor[tuple[int | None]] = self._connection.cursor()
+        cursor.execute(_FLOOR_SQL)
+        return cursor
 
     def _read_versions(self, tenant: str, group: list[Change]) -> psycopg.Cursor[tuple[str, int]]:
         ids = sorted({change.id for change in group})

@@ -15,7 +15,8 @@ APPLICATION_ID = 0x544B5431  # "TKT1"
 # 3: the id's CHECK holds the deployment's ID width (`--id-digits`), so SQLite refuses
 # an id of another width and `open` can tell which width a file was made for.
 # 4: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
-SCHEMA_VERSION = 4
+# 5: the high_water table, the floor a refresh from a versioned snapshot leaves.
+SCHEMA_VERSION = 5
 
 # Only the three public fields are stored: internal fields are dropped at import,
 # so no query, bug or future column list can ever return them. WITHOUT ROWID makes
@@ -46,6 +47,18 @@ _TOMBSTONES = """CREATE TABLE tombstones (
     PRIMARY KEY (tenant, id)
 ) WITHOUT ROWID"""
 
+# The store's high-water version: no row (none, the default) or one, written by a refresh
+# from a versioned snapshot (docs/feed.md): a key neither stored nor buried counts as
+# stored at it. Not tenant data, and no reader's statement names it.
+HIGH_WATER = """CREATE TABLE high_water (
+    version INTEGER NOT NULL CHECK (typeof(version) = 'integer' AND version >= 0)
+)"""
+
+MIGRATE_FROM_4 = (HIGH_WATER, f"PRAGMA user_version = {SCHEMA_VERSION}")
+"""What turns a schema version 4 file into this version, in one transaction (`sqlite3
+FILE` then `BEGIN;`, these, `COMMIT;`): the empty high_water table. Rows, versions and
+tombstones stay as they are (docs/stores.md)."""
+
 
 def schema_sql(id_format: IdFormat = ID_FORMAT) -> str:
     """Return the CREATE TABLE statement of the tickets table for ticket IDs of `id_format`."""
@@ -64,6 +77,7 @@ def _id_glob(id_format: IdFormat) -> str:
 def _objects(id_format: IdFormat) -> list[tuple[object, ...]]:
     """The rows of sqlite_master (ordered by name) of a database for IDs of `id_format`."""
     return [
+        ("table", "high_water", "high_water", HIGH_WATER),
         ("table", "tickets", "tickets", schema_sql(id_format)),
         ("table", "tombstones", "tombstones", tombstones_sql(id_format)),
     ]
@@ -88,11 +102,12 @@ _CAUSES = {
 
 
 def create_schema(connection: sqlite3.Connection, id_format: IdFormat = ID_FORMAT) -> None:
-    """Stamp the file header and create both tables (inside the caller's transaction)."""
+    """Stamp the file header and create the three tables (inside the caller's transaction)."""
     connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     connection.execute(schema_sql(id_format))
     connection.execute(tombstones_sql(id_format))
+    connection.execute(HIGH_WATER)
 
 
 def check_schema(
@@ -101,11 +116,11 @@ def check_schema(
     """Raise StoreFailure("schema") unless the database is exactly what `create_schema` makes.
 
     Exactly: the header stamps, UTF-8 text (SQLite compares TEXT as stored bytes,
-    and only UTF-8 bytes order as Python orders str), and two objects, the tickets
-    and tombstones tables, declared by the very text of `schema_sql(id_format)` and
-    `tombstones_sql(id_format)`: so no collation, type or constraint can differ, and no
-    index, view or trigger was added. A database made for another ID width is refused
-    with a message naming both widths.
+    and only UTF-8 bytes order as Python orders str), and three objects, the tickets
+    and tombstones tables and high_water, declared by the very text of
+    `schema_sql(id_format)`, `tombstones_sql(id_format)` and HIGH_WATER: so no
+    collation, type or constraint can differ, and no index, view or trigger was added.
+    A database made for another ID width is refused with a message naming both widths.
     """
     objects = connection.execute(
         "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
@@ -113,7 +128,12 @@ def check_schema(
     problem = None
     if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
         problem = "it was not made by ticket-tools import"
-    elif (found := connection.execute("PRAGMA user_version").fetchone()[0]) < SCHEMA_VERSION:
+    elif (found := connection.execute("PRAGMA user_version").fetchone()[0]) == 4:
+        problem = (
+            "it has schema version 4; to migrate, run docs/stores.md's migration "
+            "statements on it (sqlite3 FILE)"
+        )
+    elif found < SCHEMA_VERSION:
         problem = (
             f"it has schema version {found}; to migrate, import its records again "
             "into a new file (ticket-tools import RECORDS --db NEW_FILE)"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
-from ticket_tools.stores.records import StoredRow
+from ticket_tools.stores.records import StoredRow, check_high_water, first_row
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
 from ticket_tools.tickets import ID_FORMAT, IdFormat
@@ -44,6 +44,35 @@ _BURY_SQL = (
 )
 _DROP_TICKET_SQL = "DELETE FROM tickets WHERE tenant = ? AND id = ?"
 _DROP_TOMBSTONE_SQL = "DELETE FROM tombstones WHERE tenant = ? AND id = ?"
+# The store's floor, read once per batch: NULL for none.
+_FLOOR_SQL = "SELECT max(version) FROM high_water"
+# A refresh from a versioned snapshot, merged under the version rule (docs/feed.md): the
+# file's rows go to a temporary table first; `:n` is its high-water version, `:floor` the
+# store's before it (NULL: none). In this order:
+_SNAPSHOT_SQL = (
+    "CREATE TEMP TABLE snapshot (tenant TEXT NOT NULL, id TEXT NOT NULL, title TEXT NOT NULL, "
+    "status TEXT NOT NULL, version INTEGER NOT NULL, PRIMARY KEY (tenant, id)) WITHOUT ROWID"
+)
+_MERGE_SQL = (
+    # a file ticket newer than its key's ticket, else its tombstone, else the floor, wins;
+    "INSERT INTO tickets (tenant, id, title, status, version) "
+    "SELECT s.tenant, s.id, s.title, s.status, s.version FROM temp.snapshot s "
+    "LEFT JOIN tickets k USING (tenant, id) LEFT JOIN tombstones t USING (tenant, id) "
+    "WHERE s.version > coalesce(k.version, t.version, :floor, -1) "
+    "ON CONFLICT (tenant, id) DO UPDATE SET "
+    "title = excluded.title, status = excluded.status, version = excluded.version",
+    # the tombstones of the keys it brought back go (a key is a ticket or a tombstone);
+    "DELETE FROM tombstones WHERE EXISTS (SELECT 1 FROM temp.snapshot s WHERE "
+    "s.tenant = tombstones.tenant AND s.id = tombstones.id AND s.version > tombstones.version)",
+    # a tombstone at or below the high-water goes: the new floor stands for it;
+    "DELETE FROM tombstones WHERE version <= :n",
+    # a ticket at or below it that the snapshot does not hold was deleted before it.
+    "DELETE FROM tickets WHERE version <= :n AND NOT EXISTS (SELECT 1 FROM temp.snapshot s "
+    "WHERE s.tenant = tickets.tenant AND s.id = tickets.id)",
+    "DELETE FROM high_water",
+    "INSERT INTO high_water VALUES (max(coalesce(:floor, :n), :n))",
+    "DROP TABLE temp.snapshot",
+)
 
 
 class SQLiteWriter:
@@ -141,7 +170,8 @@ class SQLiteWriter:
             self._begin()
             try:
                 stored, buried = self._stored_versions({change.key for change in changes})
-                winners, counts = plan(changes, stored)
+                [(floor,)] = connection.execute(_FLOOR_SQL).fetchall()
+                winners, counts = plan(changes, stored, floor)
                 self._write(list(winners.values()), stored, buried)
                 connection.execute("COMMIT")
             except BaseException:
@@ -185,13 +215,23 @@ class SQLiteWriter:
         self,
         rows: list[StoredRow] | Callable[[], list[StoredRow]],
         on_progress: Progress | None = None,
+        *,
+        high_water: int | None = None,
     ) -> int:
-        """Replace every ticket with `rows` (at version 0) and clear the tombstones, atomically.
+        """Refresh every ticket from `rows`, atomically; return the row count.
+
+        Rows without versions replace every ticket (at version 0), clear the tombstones
+        and the floor. Rows with versions need `high_water` (the snapshot holds every
+        change up to it) and are merged under the version rule (docs/feed.md): a row
+        newer than its key's ticket, tombstone or floor is written; a ticket the rows do
+        not hold and tombstones, at or below `high_water`, go; the rest stays; the floor
+        becomes the higher of itself and `high_water`.
 
         One transaction: in WAL mode a reader sees the whole old set until the commit,
         then the whole new set, and never waits for it (docs/stores.md). `rows` may be a
         function that returns them, called once the write lock is held: a batch of
-        `apply` then waits and lands on the new set. Returns the count.
+        `apply` then waits and lands on the new set. Raises RecordsError when
+        `high_water` does not fit the rows (`check_high_water`).
         """
         connection = self._connection
         try:
@@ -199,9 +239,13 @@ class SQLiteWriter:
             try:
                 if callable(rows):
                     rows = rows()
-                connection.execute("DELETE FROM tickets")
-                connection.execute("DELETE FROM tombstones")
-                insert_batches(connection, rows, on_progress)
+                check_high_water(first_row(rows), high_water, replace=True)
+                if high_water is None:
+                    for table in ("tickets", "tombstones", "high_water"):
+                        connection.execute(f"DELETE FROM {table}")  # noqa: S608
+                    insert_batches(connection, rows, on_progress)
+                else:
+                    self._merge(rows, on_progress, high_water)
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -210,6 +254,14 @@ class SQLiteWriter:
         except sqlite3.Error as error:
             raise store_error(error, self._source, "write") from None
         return len(rows)
+
+    def _merge(self, rows: list[StoredRow], on_progress: Progress | None, high_water: int) -> None:
+        connection = self._connection
+        connection.execute(_SNAPSHOT_SQL)
+        insert_batches(connection, rows, on_progress, table="temp.snapshot")
+        [(floor,)] = connection.execute(_FLOOR_SQL).fetchall()
+        for statement in _MERGE_SQL:
+            connection.execute(statement, {"n": high_water, "floor": floor})
 
     def _stored_versions(self, keys: set[Key]) -> tuple[dict[Key, int], set[Key]]:
         """Return the stored version of each of `keys` stored, and the keys of tombstones."""
