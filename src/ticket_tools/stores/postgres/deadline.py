@@ -1,4 +1,4 @@
-"""A connection whose every wait on the server ends by a deadline, so a frozen host cannot hang a call.
+"""A connection whose every wait on the server ends by a deadline: a frozen host hangs no call.
 
 `statement_timeout` is the server's own: a server that froze (a partition, a stopped
 process) never sends its cancel, and the kernel keeps the socket open, so psycopg would
@@ -21,12 +21,12 @@ from psycopg.rows import TupleRow
 RV = TypeVar("RV")
 
 # What `Connection.wait` raises at its timeout: an OperationalError of psycopg's own.
-_WAIT_TIMEOUT = psycopg.errors._WaitTimeout  # noqa: SLF001 - the one class for it
+_WAIT_TIMEOUT = psycopg.errors._WaitTimeout
 # psycopg's own interval between checks for Ctrl-C while it waits.
 _WAIT_INTERVAL = 0.1
 
 
-class ServerSilent(psycopg.OperationalError):  # noqa: N818 - it names what the client saw
+class ServerSilent(psycopg.OperationalError):
     """The server did not answer by the call's deadline: it froze, or the link to it did."""
 
 

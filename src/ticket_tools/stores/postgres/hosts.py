@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -76,7 +76,7 @@ class HostList:
         return make_conninfo("", **params)
 
 
-def _hosts(params: dict[str, object]) -> list[_Host]:
+def _hosts(params: Mapping[str, object]) -> list[_Host]:
     """Return the DSN's host entries, pairing its host, hostaddr and port lists as libpq does.
 
     A list of one value stands for every host; lists of other unequal lengths, which
