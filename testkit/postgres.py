@@ -25,6 +25,7 @@ import importlib.util
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -111,6 +112,22 @@ def _runs_as(user: str, binaries: Path) -> bool:
     return True
 
 
+def _children(parent: int) -> list[int]:
+    """Return the process ids whose parent is `parent`, from /proc."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # the process ended meanwhile
+            continue
+        # "pid (name) state ppid ...": the name may hold spaces and parentheses.
+        if int(stat.rpartition(")")[2].split()[1]) == parent:
+            children.append(int(entry.name))
+    return children
+
+
 def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
@@ -172,6 +189,27 @@ class ThrowawayCluster:
     def pid(self) -> int:
         """Return the process id of the running server (the postmaster)."""
         return int((self.data / "postmaster.pid").read_text().splitlines()[0])
+
+    @contextlib.contextmanager
+    def frozen(self) -> Iterator[None]:
+        """Stop every process of the running server (SIGSTOP) for the block, then resume them.
+
+        What a partition looks like to a client: the kernel still accepts connections
+        and keeps the open ones, but nothing ever answers. The postmaster is stopped
+        first, so that it forks no process that the list of its children would miss.
+        """
+        postmaster = self.pid()
+        os.kill(postmaster, signal.SIGSTOP)
+        stopped = [postmaster]
+        try:
+            for child in _children(postmaster):
+                os.kill(child, signal.SIGSTOP)
+                stopped.append(child)
+            yield
+        finally:
+            for pid in reversed(stopped):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
 
     def sql(self, statement: str, *, dbname: str = "postgres") -> str:
         """Run SQL as the superuser through psql; return its unaligned output."""

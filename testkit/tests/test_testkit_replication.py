@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster, _children, replicated
 from ticket_tools.stores.postgres.importer import import_records
 
 OWNER = "ticket_owner"
@@ -106,3 +106,20 @@ def test_a_standby_that_never_catches_up_times_out() -> None:
         pair.primary.sql("CREATE TABLE later (n int)")
         with pytest.raises(TimeoutError, match=r"^a standby did not replay up to .* in 0\.5 s$"):
             pair.wait_replayed(timeout=0.5)
+
+
+def _states(cluster: ThrowawayCluster) -> set[str]:
+    """Return the process states of the server and its children ('T': stopped)."""
+    postmaster = cluster.pid()
+    return {
+        Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        for pid in (postmaster, *_children(postmaster))
+    }
+
+
+def test_a_frozen_standby_is_stopped_whole_then_resumed(clusters: ReplicatedClusters) -> None:
+    standby = clusters.standbys[0]
+    with standby.frozen():
+        assert _states(standby) == {"T"}
+    assert "T" not in _states(standby)
+    assert standby.sql("SELECT pg_is_in_recovery()") == "t"

@@ -25,6 +25,7 @@ from ticket_tools.serve.server import UNAVAILABLE_DETAIL, build_server
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.postgres import importer as postgres_importer
 from ticket_tools.stores.postgres import store as postgres_store
+from ticket_tools.stores.postgres.deadline import DeadlineConnection
 from ticket_tools.stores.postgres.importer import TableNotEmptyError, import_dsn, import_records
 from ticket_tools.stores.postgres.schema import describe
 from ticket_tools.stores.postgres.store import PostgresStore
@@ -182,9 +183,9 @@ def test_open_refuses_a_role_that_could_bypass_the_policy(
 
 def test_a_pooled_connection_is_checked_again(database: PostgresDatabase) -> None:
     # The pool runs the same check on every new connection, and closes a refused one.
-    connection = psycopg.connect(_dsn(database, BYPASS))
+    connection = DeadlineConnection.connect(_dsn(database, BYPASS))
     with pytest.raises(StoreFailure) as raised:
-        postgres_store._configure(connection, "here")
+        postgres_store._configure(connection, "here", 1.0, lambda host, port: None)
     assert (raised.value.reason, connection.closed) == ("privileged", True)
 
 

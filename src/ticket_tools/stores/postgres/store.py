@@ -5,6 +5,13 @@ Every call is one read-only transaction on a pooled connection: it first sets
 tenant-qualified keyset query as SQLite. The table's policy shows a connection only the
 rows of the tenant it set, so a query that forgot its `tenant = ...` would return
 that tenant's rows or none, never another tenant's. Needs the `postgres` extra.
+
+A call has `timeout` seconds in all, waiting for a connection included: its statement's
+`statement_timeout` is what is left of them. A host that froze never answers, not even
+that timeout, so each connection's waits end `FROZEN_GRACE` later (`deadline.py`); the
+connection is then dropped, the pool's idle ones with it, and new connections leave
+that host out for a while (`hosts.py`): the next call answers from another host of a
+multi-host DSN (docs/postgres.md).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 import weakref
+from collections.abc import Callable
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -20,6 +28,8 @@ from ticket_tools.filters import TicketFilter
 from ticket_tools.store import TicketStore
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.keyset_sql import PageStatements
+from ticket_tools.stores.postgres.deadline import DeadlineConnection
+from ticket_tools.stores.postgres.hosts import HostList
 from ticket_tools.stores.postgres.schema import (
     check_connection,
     check_schema,
@@ -34,6 +44,10 @@ from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
 DEFAULT_TIMEOUT = 5.0
 # Connections one store may hold; each serves one call at a time.
 DEFAULT_MAX_CONNECTIONS = 4
+# How long past a call's timeout a server that has not answered is taken as frozen: its
+# own statement_timeout ends the call before, on any server that still runs, even a
+# loaded one, so a healthy host is never left out for a slow statement.
+FROZEN_GRACE = 0.5
 # The largest LIMIT PostgreSQL takes (a bigint); a larger limit is no limit.
 _MAX_LIMIT = 2**63 - 1
 
@@ -82,11 +96,13 @@ class PostgresStore(TicketStore):
     _caught_up: tuple[str, float] | None = None
     """The server instance last seen caught up by `staleness_seconds`, and when (`_now`)."""
 
-    def __init__(self, pool: ConnectionPool, source: str, *, timeout: float) -> None:
+    def __init__(
+        self, pool: ConnectionPool[DeadlineConnection], source: str, *, timeout: float
+    ) -> None:
         """Wrap an open pool whose connections `check_connection` has configured."""
         self._pool = pool
         self._source = source
-        self._timeout_ms = str(max(1, math.ceil(timeout * 1000)))
+        self._timeout = timeout
         self._close = weakref.finalize(self, pool.close)
 
     @classmethod
@@ -114,20 +130,31 @@ class PostgresStore(TicketStore):
                 check_schema(connection, source, id_format)
         except psycopg.Error as error:
             raise store_error(error, source, "connect to") from None
-        pool: ConnectionPool = ConnectionPool(
-            dsn,
+        hosts = HostList(dsn)
+        pool: ConnectionPool[DeadlineConnection] = ConnectionPool(
+            # Asked at each new connection: the DSN less the hosts found frozen lately.
+            hosts.conninfo,
+            connection_class=DeadlineConnection,
             kwargs={"connect_timeout": connect_timeout},
             min_size=1,
             max_size=max_connections,
-            open=True,
+            open=False,
             # Every new connection is checked again: a role changed since `open` never serves.
-            configure=lambda connection: _configure(connection, source),
+            configure=lambda connection: _configure(connection, source, timeout, frozen),
             timeout=timeout,
             # Give up a failing reconnect soon: the next call then connects at once,
             # instead of waiting out an exponential backoff that grew during an outage.
             reconnect_timeout=timeout,
             name="ticket-tools",
         )
+
+        def frozen(host: str, port: int) -> None:
+            # Told before the frozen connection goes back to the pool, so that its
+            # replacement already leaves the host out; its idle siblings would hang too.
+            hosts.suspect(host, port)
+            pool.drain()
+
+        pool.open()
         return cls(pool, source, timeout=timeout)
 
     def close(self) -> None:
@@ -192,30 +219,52 @@ class PostgresStore(TicketStore):
         return min(bounds, default=math.inf)
 
     def _select(
-        self, tenant: str, statement: str, params: tuple[object, ...], *, retry: bool = True
+        self,
+        tenant: str,
+        statement: str,
+        params: tuple[object, ...],
+        *,
+        deadline: float | None = None,
     ) -> list[tuple[object, ...]]:
-        """Run one statement in a read-only transaction scoped to `tenant`."""
-        connection: psycopg.Connection | None = None
+        """Run one statement in a read-only transaction scoped to `tenant`, by `deadline`."""
+        retry = deadline is None
+        if deadline is None:
+            deadline = time.monotonic() + self._timeout
+        connection: DeadlineConnection | None = None
         try:
-            with self._pool.connection() as connection, connection.pipeline():
-                # Pipelined: BEGIN, the scope, the query and COMMIT go out together,
-                # one round trip to the server instead of four.
-                connection.execute(_SCOPE_SQL, (tenant, self._timeout_ms))
-                cursor = connection.execute(statement, params)
-                connection.commit()
-                return cursor.fetchall()
+            with self._pool.connection(deadline - time.monotonic()) as connection:
+                connection.deadline = deadline + FROZEN_GRACE
+                try:
+                    with connection.pipeline():
+                        # Pipelined: BEGIN, the scope, the query and COMMIT go out together,
+                        # one round trip to the server instead of four.
+                        left = _milliseconds(deadline - time.monotonic())
+                        connection.execute(_SCOPE_SQL, (tenant, left))
+                        cursor = connection.execute(statement, params)
+                        connection.commit()
+                        return cursor.fetchall()
+                finally:
+                    connection.deadline = None
         except psycopg.Error as error:
             # A pooled connection may have died while idle (a restart, a dropped
             # link), and so may its idle siblings: drop every dead one, then try the
-            # read (safe to repeat) once more, on a live or a new connection.
+            # read (safe to repeat) once more, on a live or a new connection, in the
+            # time left. (A frozen one was closed, not broken: no time is left.)
             if retry and connection is not None and connection.broken:
                 self._pool.check()
-                return self._select(tenant, statement, params, retry=False)
+                return self._select(tenant, statement, params, deadline=deadline)
             raise store_error(error, self._source, "read") from None
 
 
-def _configure(connection: psycopg.Connection, source: str) -> None:
-    """Check a new pooled connection and make its transactions read-only."""
+def _configure(
+    connection: DeadlineConnection,
+    source: str,
+    timeout: float,
+    on_frozen: Callable[[str, int], None],
+) -> None:
+    """Check a new pooled connection, make its transactions read-only, bound its waits."""
+    connection.wait_limit = timeout + FROZEN_GRACE
+    connection.on_frozen = on_frozen
     try:
         check_connection(connection, source)
     except StoreFailure:
@@ -223,6 +272,11 @@ def _configure(connection: psycopg.Connection, source: str) -> None:
         raise
     connection.rollback()  # the pool takes only idle connections
     connection.read_only = True
+
+
+def _milliseconds(seconds: float) -> str:
+    """Return `seconds` as a statement_timeout, at least 1 ms (0 would be no timeout)."""
+    return str(max(1, math.ceil(seconds * 1000)))
 
 
 def _storable(text: str) -> bool:
