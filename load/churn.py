@@ -36,7 +36,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -45,12 +45,10 @@ from load.checker import Observation, Verdict, WalkCheck, check
 from load.client import Client
 from load.records import tenant_name, tenant_records, ticket
 from load.report import CallJudge, PhaseResult, WalkJudge, tally_phase
+from load.stage import Phase, Stage
 from load.workload import Call, Walk
 from ticket_tools import Context, Records
 from ticket_tools.filters import TicketFilter
-
-if TYPE_CHECKING:
-    from load.run import Phase
 
 CHURN_CLIENTS = 16
 CHURN_SECONDS = 40.0
@@ -60,6 +58,15 @@ FEED_SHARE = 0.75  # the feed is written over the first three quarters of the ph
 DEFAULT_LIMIT = 5  # search_tickets' default page size
 PUBLIC = ("id", "title", "status")
 PublicTicket = dict[str, str]
+
+
+def run(stage: Stage) -> None:
+    """Run the churn phase: `apply` writes the feed into the served store while clients walk.
+
+    After the others: it changes the store, which they check as imported.
+    """
+    feed = ChurnFeed(stage.writer_args, stage.per_tenant, str(stage.seed))
+    stage.phase("churn", CHURN_CLIENTS, CHURN_SECONDS, fault=feed, check=check_phase)
 
 
 def churned_numbers(per_tenant: int) -> range:
@@ -278,7 +285,7 @@ class ChurnFeed:
 
     async def __call__(self, phase: Phase) -> None:
         """Start apply, write the feed over FEED_SHARE of the phase, wait for apply's summary."""
-        supervisor = phase.run.supervisor
+        supervisor = phase.supervisor
         lines = feed_lines([c.tenant_index for c in phase.clients], self._per_tenant, self._seed)
         fifo = supervisor.folder / "churn.fifo"
         os.mkfifo(fifo)

@@ -64,6 +64,15 @@ class Cluster:
         if self.pid is not None and self.cluster.running():
             self.stop("immediate")
 
+    def create_database(self, owner: str, reader: str, database: str) -> None:
+        """Create the owner and reader roles (login, no password) and the owner's database."""
+        for statement in (
+            f"CREATE ROLE {owner} LOGIN",
+            f"CREATE ROLE {reader} LOGIN",
+            f"CREATE DATABASE {database} OWNER {owner}",
+        ):
+            self.sql(statement)
+
     def sql(self, statement: str, *, database: str = "postgres") -> str:
         """Run SQL as the superuser through psql; return its unaligned output."""
         return self.cluster.sql(statement, dbname=database)

@@ -188,27 +188,6 @@ def first_pages_ms(
     return (min(firsts) - since) * 1000, slowest
 
 
-def rss_growth(samples: Sequence[tuple[float, int, int]], baseline_at: float) -> dict[str, Any]:
-    """Return each replica's RSS at the sample nearest `baseline_at` and at the end, and growth.
-
-    Samples are (seconds into the phase, replica, KiB).
-    """
-    growth: dict[str, Any] = {}
-    for replica in sorted({sample[1] for sample in samples}):
-        own = [(at, kib) for at, number, kib in samples if number == replica]
-        start = min(own, key=lambda sample: abs(sample[0] - baseline_at))
-        end = own[-1]
-        growth[f"replica-{replica}"] = {
-            "baseline_at_s": round(start[0], 1),
-            "baseline_mib": round(start[1] / 1024, 1),
-            "end_at_s": round(end[0], 1),
-            "end_mib": round(end[1] / 1024, 1),
-            "growth_mib": round((end[1] - start[1]) / 1024, 1),
-            "growth_percent": round((end[1] - start[1]) * 100 / start[1], 1),
-        }
-    return growth
-
-
 def problems(phases: Sequence[PhaseResult], leftovers: Sequence[int]) -> list[str]:
     """Return every way the run failed its targets (empty: all met)."""
     found: list[str] = []

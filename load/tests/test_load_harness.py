@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from load import bad_day, checker, report, run, stats, supervise
+from load import bad_day, checker, report, run, soak, stats, supervise
 from load import client as client_module
 from load.checker import Observation, Tally, Verdict, WalkCheck, check, check_walk, oracle_walk
 from load.client import CallRecord, Client, _leaf, run_client
@@ -466,7 +466,7 @@ def test_first_pages_after_a_moment() -> None:
 def test_rss_growth_from_the_sample_nearest_the_baseline() -> None:
     samples = [(0.0, 0, 100 * 1024), (59.0, 0, 110 * 1024), (0.0, 1, 50 * 1024)]
     samples += [(61.0, 1, 60 * 1024), (120.0, 0, 121 * 1024), (120.0, 1, 57 * 1024)]
-    assert report.rss_growth(samples, 60.0) == {
+    assert soak.rss_growth(samples, 60.0) == {
         "replica-0": {
             "baseline_at_s": 59.0,
             "baseline_mib": 110.0,
