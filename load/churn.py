@@ -31,6 +31,7 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -294,7 +295,7 @@ class ChurnFeed:
         process = supervisor.start(args, log=log)
         started = time.monotonic()
         spread = phase.seconds * FEED_SHARE
-        await anyio.to_thread.run_sync(_write_paced, fifo, lines, spread, abandon_on_cancel=True)
+        await anyio.to_thread.run_sync(write_paced, fifo, lines, spread, abandon_on_cancel=True)
         written = time.monotonic() - started
         status = await anyio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
         summary = log.read_text().strip().splitlines()[-1:] or [""]
@@ -308,15 +309,29 @@ class ChurnFeed:
         }
 
 
-def _write_paced(fifo: Path, lines: Sequence[bytes], seconds: float) -> None:
-    """Write `lines` to `fifo` evenly over `seconds`, then close it (apply then ends)."""
-    with fifo.open("wb") as out:
-        started = time.monotonic()
-        for sent, chunk in _chunks(lines, max(1, len(lines) // max(1, int(seconds * 20)))):
-            out.write(b"".join(chunk))
-            out.flush()
-            due = started + seconds * sent / len(lines)
-            time.sleep(max(0.0, due - time.monotonic()))
+def write_paced(
+    fifo: Path, lines: Sequence[bytes], seconds: float, stop: threading.Event | None = None
+) -> int:
+    """Write `lines` to `fifo` evenly over `seconds`, then close it (apply then ends).
+
+    Return how many lines were written: all of them, unless `stop` was set or the reader
+    went away (its `apply` exited) first.
+    """
+    stop = threading.Event() if stop is None else stop
+    written = 0
+    try:
+        with fifo.open("wb") as out:
+            started = time.monotonic()
+            for sent, chunk in _chunks(lines, max(1, len(lines) // max(1, int(seconds * 20)))):
+                if stop.is_set():
+                    break
+                out.write(b"".join(chunk))
+                out.flush()
+                written = sent
+                stop.wait(max(0.0, started + seconds * sent / len(lines) - time.monotonic()))
+    except BrokenPipeError:
+        pass  # the reader is gone: what it read is what was written
+    return written
 
 
 def _chunks(lines: Sequence[bytes], size: int) -> Iterator[tuple[int, Sequence[bytes]]]:

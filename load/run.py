@@ -7,8 +7,9 @@ throwaway PostgreSQL (or an SQLite file with --store sqlite), and two
 `serve http --stateless` replicas on it. Then, one module per phase: a warm-up and 8, 32
 and 64 concurrent clients (load/scale.py); the loss of one replica (load/replica_loss.py);
 a database restart (PostgreSQL only, load/db_restart.py); the soak with each replica's
-RSS sampled (load/soak.py); the churn feed (load/churn.py); then the bad day of one
-replica (PostgreSQL only, load/bad_day/). Each phase's calls are checked after it
+RSS sampled (load/soak.py); the churn feed (load/churn.py); the loss of a primary on a
+primary and standby of their own (PostgreSQL only, load/failover.py); then the bad day of
+one replica (PostgreSQL only, load/bad_day/). Each phase's calls are checked after it
 ends, outside its timing (load/stage.py runs a phase).
 """
 
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from load import bad_day, churn, db_restart, replica_loss, scale, soak
+from load import bad_day, churn, db_restart, failover, replica_loss, scale, soak
 from load.bad_day import report as bad_day_report
 from load.cluster import Cluster
 from load.records import TENANTS, TICKETS_PER_TENANT, write_records_file
@@ -92,8 +93,8 @@ def default_budget(options: argparse.Namespace) -> float:
     phases = scale.seconds(options.clients, options.phase_seconds)
     phases += [replica_loss.SECONDS, db_restart.SECONDS, options.soak_seconds, churn.CHURN_SECONDS]
     total = SETUP_ALLOWANCE_SECONDS + sum(phases) + CHECK_ALLOWANCE_SECONDS * len(phases)
-    if options.store == "postgres":  # on a database of its own, within its own budget
-        total += bad_day.BUDGET_SECONDS
+    if options.store == "postgres":  # each on services of its own, within its own budget
+        total += failover.budget_seconds(options.failover_seconds) + bad_day.BUDGET_SECONDS
     return float(total)
 
 
@@ -126,6 +127,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=("postgres", "sqlite"),
         default="postgres",
         help="what the replicas read: one PostgreSQL (default) or one SQLite file",
+    )
+    parser.add_argument(
+        "--failover-seconds",
+        type=float,
+        default=failover.DEFAULT_SECONDS,
+        help=f"length of the failover phase (default {failover.DEFAULT_SECONDS:.0f})",
     )
     parser.add_argument("--seed", type=int, default=14, help="the workload's random seed")
     parser.add_argument(
@@ -167,7 +174,8 @@ class Run:
             db_restart.run(stage, stage.cluster)
         soak.run(stage, options.soak_seconds)
         churn.run(stage)
-        if stage.cluster is not None:  # on a database of its own, one replica at a time
+        if stage.cluster is not None:  # on services of their own, one after the other
+            self.failover()
             self.bad_day(stage.cluster)
 
     def setup(self) -> None:
@@ -211,6 +219,10 @@ class Run:
         for replica in stage.replicas:
             replica.wait_ready()
         say("replicas ready: " + ", ".join(replica.url for replica in stage.replicas))
+
+    def failover(self) -> None:
+        """Run the failover phase (load/failover.py) on a primary and a standby of its own."""
+        failover.run(self.stage, self.options.failover_seconds)
 
     def bad_day(self, cluster: Cluster) -> None:
         """Run the bad-day phase (load/bad_day/) on a database of its own in the cluster."""

@@ -14,7 +14,7 @@ MAX_LINES = 400
 # A module allowed past MAX_LINES, with the reason (none is, today).
 LONGER: dict[str, str] = {}
 # The phases of `make load`, one module (or package) each, each with its `run`.
-PHASES = ("scale", "replica_loss", "db_restart", "soak", "churn", "bad_day")
+PHASES = ("scale", "replica_loss", "db_restart", "soak", "churn", "failover", "bad_day")
 
 
 def _modules() -> dict[str, Path]:

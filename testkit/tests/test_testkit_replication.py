@@ -106,3 +106,15 @@ def test_a_standby_that_never_catches_up_times_out() -> None:
         pair.primary.sql("CREATE TABLE later (n int)")
         with pytest.raises(TimeoutError, match=r"^a standby did not replay up to .* in 0\.5 s$"):
             pair.wait_replayed(timeout=0.5)
+
+
+def test_a_promoted_standby_takes_writes_and_keeps_the_policy() -> None:
+    with replicated(1, _setup) as pair:
+        standby = pair.standbys[0]
+        pair.primary.stop()
+        standby.promote()
+        assert standby.sql("SELECT pg_is_in_recovery()") == "f"
+        standby.sql("UPDATE tickets SET title = 'After' WHERE id = 'TKT-101'", dbname="tickets")
+        assert _unscoped_read(standby.dsn(READER, "tickets"), "beta") == [("beta", "TKT-102")]
+        title = standby.sql("SELECT title FROM tickets WHERE id = 'TKT-101'", dbname="tickets")
+        assert title == "After"
