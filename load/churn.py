@@ -31,12 +31,13 @@ import json
 import os
 import random
 import sys
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import anyio
 import anyio.to_thread
@@ -45,12 +46,10 @@ from load.checker import Observation, Verdict, WalkCheck, check
 from load.client import Client
 from load.records import tenant_name, tenant_records, ticket
 from load.report import CallJudge, PhaseResult, WalkJudge, tally_phase
+from load.stage import Phase, Stage
 from load.workload import Call, Walk
 from ticket_tools import Context, Records
 from ticket_tools.filters import TicketFilter
-
-if TYPE_CHECKING:
-    from load.run import Phase
 
 CHURN_CLIENTS = 16
 CHURN_SECONDS = 40.0
@@ -60,6 +59,15 @@ FEED_SHARE = 0.75  # the feed is written over the first three quarters of the ph
 DEFAULT_LIMIT = 5  # search_tickets' default page size
 PUBLIC = ("id", "title", "status")
 PublicTicket = dict[str, str]
+
+
+def run(stage: Stage) -> None:
+    """Run the churn phase: `apply` writes the feed into the served store while clients walk.
+
+    After the others: it changes the store, which they check as imported.
+    """
+    feed = ChurnFeed(stage.writer_args, stage.per_tenant, str(stage.seed))
+    stage.phase("churn", CHURN_CLIENTS, CHURN_SECONDS, fault=feed, check=check_phase)
 
 
 def churned_numbers(per_tenant: int) -> range:
@@ -278,7 +286,7 @@ class ChurnFeed:
 
     async def __call__(self, phase: Phase) -> None:
         """Start apply, write the feed over FEED_SHARE of the phase, wait for apply's summary."""
-        supervisor = phase.run.supervisor
+        supervisor = phase.supervisor
         lines = feed_lines([c.tenant_index for c in phase.clients], self._per_tenant, self._seed)
         fifo = supervisor.folder / "churn.fifo"
         os.mkfifo(fifo)
@@ -287,7 +295,7 @@ class ChurnFeed:
         process = supervisor.start(args, log=log)
         started = time.monotonic()
         spread = phase.seconds * FEED_SHARE
-        await anyio.to_thread.run_sync(_write_paced, fifo, lines, spread, abandon_on_cancel=True)
+        await anyio.to_thread.run_sync(write_paced, fifo, lines, spread, abandon_on_cancel=True)
         written = time.monotonic() - started
         status = await anyio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
         summary = log.read_text().strip().splitlines()[-1:] or [""]
@@ -301,15 +309,29 @@ class ChurnFeed:
         }
 
 
-def _write_paced(fifo: Path, lines: Sequence[bytes], seconds: float) -> None:
-    """Write `lines` to `fifo` evenly over `seconds`, then close it (apply then ends)."""
-    with fifo.open("wb") as out:
-        started = time.monotonic()
-        for sent, chunk in _chunks(lines, max(1, len(lines) // max(1, int(seconds * 20)))):
-            out.write(b"".join(chunk))
-            out.flush()
-            due = started + seconds * sent / len(lines)
-            time.sleep(max(0.0, due - time.monotonic()))
+def write_paced(
+    fifo: Path, lines: Sequence[bytes], seconds: float, stop: threading.Event | None = None
+) -> int:
+    """Write `lines` to `fifo` evenly over `seconds`, then close it (apply then ends).
+
+    Return how many lines were written: all of them, unless `stop` was set or the reader
+    went away (its `apply` exited) first.
+    """
+    stop = threading.Event() if stop is None else stop
+    written = 0
+    try:
+        with fifo.open("wb") as out:
+            started = time.monotonic()
+            for sent, chunk in _chunks(lines, max(1, len(lines) // max(1, int(seconds * 20)))):
+                if stop.is_set():
+                    break
+                out.write(b"".join(chunk))
+                out.flush()
+                written = sent
+                stop.wait(max(0.0, started + seconds * sent / len(lines) - time.monotonic()))
+    except BrokenPipeError:
+        pass  # the reader is gone: what it read is what was written
+    return written
 
 
 def _chunks(lines: Sequence[bytes], size: int) -> Iterator[tuple[int, Sequence[bytes]]]:

@@ -14,7 +14,13 @@ class Replica:
     """A server replica: started, found on its port, killed or stopped by the supervisor."""
 
     def __init__(
-        self, number: int, supervisor: Supervisor, jwks: Path, store_args: Sequence[str]
+        self,
+        number: int,
+        supervisor: Supervisor,
+        jwks: Path,
+        store_args: Sequence[str],
+        *,
+        label: str = "replica",
     ) -> None:
         self.number = number
         self._supervisor = supervisor
@@ -25,13 +31,14 @@ class Replica:
         self._retired_cpu = 0.0
         """CPU seconds of this replica's earlier (killed) processes."""
         self.url = ""
-        self.log = supervisor.folder / f"replica-{number}.log"
+        self._label = label
+        self.log = supervisor.folder / f"{label}-{number}.log"
 
     def start(self) -> None:
         """Start the server process; `wait_ready` finds its address."""
         self._generation += 1
         folder = self._supervisor.folder
-        audit = folder / f"audit-{self.number}-{self._generation}.jsonl"
+        audit = folder / f"{self._label}-audit-{self.number}-{self._generation}.jsonl"
         args = serve_http_command(
             self._jwks, "--stateless", "--audit-log", str(audit), *NO_RATE_LIMITS, *self._store_args
         )
@@ -50,6 +57,12 @@ class Replica:
         if self.process is not None:
             self._retired_cpu += cpu_seconds(self.process.pid)
             self._supervisor.stop(self.process, kill=True)
+
+    def stop(self) -> None:
+        """Stop the replica (SIGTERM, then SIGKILL) once its phase is over."""
+        if self.process is not None:
+            self._retired_cpu += cpu_seconds(self.process.pid)
+            self._supervisor.stop(self.process)
 
     def running(self) -> bool:
         """Return whether the process is alive."""

@@ -163,20 +163,20 @@ class _Walks:
 
 
 def first_pages_ms(
-    clients: Sequence[Client], since: float, *, any_answer: bool = False
+    clients: Sequence[Client], since: float, *, any_answer: bool = False, sent_after: bool = False
 ) -> tuple[float | None, float | None]:
     """Return the ms from `since` to the first page or ticket served, and to the slowest client's.
 
-    A success is a call that ended after `since` with an "ok": true result (with
-    `any_answer`, any tool result at all). The second figure is None when some client
-    never got one.
+    A success is a call that ended after `since` (with `sent_after`: that was sent after
+    it) with an "ok": true result (with `any_answer`, any tool result at all). The second
+    figure is None when some client never got one.
     """
     firsts: list[float] = []
     for client in clients:
         ended = [
             record.ended
             for record in client.records
-            if record.ended >= since
+            if (record.started if sent_after else record.ended) >= since
             and record.seen.result is not None
             and (any_answer or record.seen.result.get("ok") is True)
         ]
@@ -186,27 +186,6 @@ def first_pages_ms(
         return None, None
     slowest = (max(firsts) - since) * 1000 if len(firsts) == len(clients) else None
     return (min(firsts) - since) * 1000, slowest
-
-
-def rss_growth(samples: Sequence[tuple[float, int, int]], baseline_at: float) -> dict[str, Any]:
-    """Return each replica's RSS at the sample nearest `baseline_at` and at the end, and growth.
-
-    Samples are (seconds into the phase, replica, KiB).
-    """
-    growth: dict[str, Any] = {}
-    for replica in sorted({sample[1] for sample in samples}):
-        own = [(at, kib) for at, number, kib in samples if number == replica]
-        start = min(own, key=lambda sample: abs(sample[0] - baseline_at))
-        end = own[-1]
-        growth[f"replica-{replica}"] = {
-            "baseline_at_s": round(start[0], 1),
-            "baseline_mib": round(start[1] / 1024, 1),
-            "end_at_s": round(end[0], 1),
-            "end_mib": round(end[1] / 1024, 1),
-            "growth_mib": round((end[1] - start[1]) / 1024, 1),
-            "growth_percent": round((end[1] - start[1]) * 100 / start[1], 1),
-        }
-    return growth
 
 
 def problems(phases: Sequence[PhaseResult], leftovers: Sequence[int]) -> list[str]:
@@ -231,8 +210,25 @@ def problems(phases: Sequence[PhaseResult], leftovers: Sequence[int]) -> list[st
             found.append(f"{phase.name}: a replica died that was not killed")
         if phase.fault.get("feed_as_expected") is False:
             found.append(f"{phase.name}: the feed's apply did not end as expected")
+        found += _failover_problems(phase)
     if leftovers:
         found.append(f"processes left behind: {list(leftovers)}")
+    return found
+
+
+def _failover_problems(phase: PhaseResult) -> list[str]:
+    """What the failover phase's figures must show (load/failover.py), when it ran."""
+    fault = phase.fault
+    found: list[str] = []
+    if "end_state_as_oracle" not in fault:
+        return found
+    if fault["end_state_as_oracle"] is not True:
+        found.append(f"{phase.name}: the end state differs from the oracle's")
+    if fault.get("replay_as_expected") is not True:
+        found.append(f"{phase.name}: the replay did not count every change once")
+    for key in ("first_good_read_s", "all_clients_read_after_s", "first_good_write_s"):
+        if fault.get(key) is None:
+            found.append(f"{phase.name}: no {key.removesuffix('_s').replace('_', ' ')}")
     return found
 
 
@@ -241,6 +237,8 @@ def _allowed_errors(phase: str) -> Callable[[str], bool]:
         return lambda kind: kind.startswith("transport:")
     if phase == "db-restart":
         return lambda kind: kind in (INTERNAL_ERROR, UNAVAILABLE)
+    if phase == "failover":  # retryable only: the replicas themselves never go
+        return lambda kind: kind == UNAVAILABLE
     return lambda kind: False
 
 

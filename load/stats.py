@@ -39,3 +39,16 @@ class Latency:
             p99=percentile(ordered, 99),
             max=ordered[-1] if ordered else None,
         )
+
+
+def ms(times: Sequence[float], q: float) -> float | None:
+    """Return the nearest-rank q-th percentile of `times` (seconds) in milliseconds."""
+    value = percentile(sorted(times), q)
+    return None if value is None else round(value * 1000, 1)
+
+
+def ratio(after: float | None, before: float | None) -> float | None:
+    """Return after / before, or None when either is missing."""
+    if after is None or not before:
+        return None
+    return round(after / before, 2)

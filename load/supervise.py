@@ -16,6 +16,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -28,6 +29,11 @@ HARD_GRACE_SECONDS = 60.0  # from the budget to the watchdog's kill
 HARD_EXIT_STATUS = 124  # what timeout(1) exits with
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def say(message: str) -> None:
+    """Print a progress line of the run on stderr."""
+    print(f"load: {message}", file=sys.stderr, flush=True)
 
 
 class Interrupted(BaseException):

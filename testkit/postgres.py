@@ -237,6 +237,10 @@ class ThrowawayCluster:
         )  # fmt: skip
         self.start()
 
+    def promote(self) -> None:
+        """Promote this hot standby to a primary (`pg_ctl promote`) and wait until it writes."""
+        self._pg_ctl("promote")
+
     def destroy(self) -> None:
         """Stop the server at once if it runs, then remove the folder."""
         try:

@@ -1,4 +1,4 @@
-"""The bad-day phase's own logic (load/bad_day.py): answers named, targets judged, problems
+"""The bad-day phase's own logic (load/bad_day/): answers named, targets judged, problems
 found, and the helper that runs a flood in a process of its own. The phase runs in `make load`."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from load import bad_day, bad_day_report
+from load import stats
+from load.bad_day import elsewhere, rpc
+from load.bad_day import report as bad_day_report
 
 
 def _rpc(message: dict[str, Any]) -> bytes:
@@ -37,14 +39,14 @@ def _rpc(message: dict[str, Any]) -> bytes:
     ],
 )
 def test_an_answer_is_named_by_what_it_was(status: int, body: bytes, code: str) -> None:
-    assert bad_day.answer_code(status, body) == code
+    assert rpc.answer_code(status, body) == code
 
 
 def test_percentiles_in_milliseconds_and_ratios() -> None:
-    assert bad_day.ms([0.010, 0.020, 0.030, 0.040], 50) == 20.0
-    assert bad_day.ms([], 50) is None
-    assert bad_day.ratio(30.0, 20.0) == 1.5
-    assert (bad_day.ratio(None, 20.0), bad_day.ratio(30.0, 0.0)) == (None, None)
+    assert stats.ms([0.010, 0.020, 0.030, 0.040], 50) == 20.0
+    assert stats.ms([], 50) is None
+    assert stats.ratio(30.0, 20.0) == 1.5
+    assert (stats.ratio(None, 20.0), stats.ratio(30.0, 0.0)) == (None, None)
 
 
 def _summary(p50: float, p99: float) -> dict[str, Any]:
@@ -191,7 +193,7 @@ def test_elsewhere_runs_the_jobs_in_another_process_and_sends_back_their_figures
         seen.append(os.getpid())
         stop.wait()
 
-    with bad_day.elsewhere([job, job], lambda: sorted(seen)) as got:
+    with elsewhere.elsewhere([job, job], lambda: sorted(seen)) as got:
         pass
     [pids] = got
     assert len(pids) == 2
@@ -200,7 +202,7 @@ def test_elsewhere_runs_the_jobs_in_another_process_and_sends_back_their_figures
 
 
 def test_the_lag_sampler_measures_oversleep() -> None:
-    lag = bad_day._Lag()
+    lag = elsewhere.Lag()
     stop = threading.Event()
     timer = threading.Timer(0.1, stop.set)
     timer.start()

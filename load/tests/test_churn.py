@@ -247,9 +247,7 @@ def test_the_feeder_applies_the_churn_feed_to_a_served_store(
         database = supervisor.folder / "tickets.sqlite"
         write_database(database, {**tenant_records(5, PER), **tenant_records(6, PER)})
         clients = [SimpleNamespace(tenant_index=5), SimpleNamespace(tenant_index=5)]
-        phase = SimpleNamespace(
-            run=SimpleNamespace(supervisor=supervisor), clients=clients, seconds=1.0, figures={}
-        )
+        phase = SimpleNamespace(supervisor=supervisor, clients=clients, seconds=1.0, figures={})
         monkeypatch.setattr(churn, "FEED_SHARE", 0.5)
         anyio.run(ChurnFeed(["--db", str(database)], PER, "s"), cast(Any, phase))
         figures = phase.figures

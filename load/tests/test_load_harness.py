@@ -17,7 +17,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from load import bad_day, checker, report, run, stats, supervise
+from load import bad_day, checker, failover, report, run, soak, stats, supervise
 from load import client as client_module
 from load.checker import Observation, Tally, Verdict, WalkCheck, check, check_walk, oracle_walk
 from load.client import CallRecord, Client, _leaf, run_client
@@ -466,7 +466,7 @@ def test_first_pages_after_a_moment() -> None:
 def test_rss_growth_from_the_sample_nearest_the_baseline() -> None:
     samples = [(0.0, 0, 100 * 1024), (59.0, 0, 110 * 1024), (0.0, 1, 50 * 1024)]
     samples += [(61.0, 1, 60 * 1024), (120.0, 0, 121 * 1024), (120.0, 1, 57 * 1024)]
-    assert report.rss_growth(samples, 60.0) == {
+    assert soak.rss_growth(samples, 60.0) == {
         "replica-0": {
             "baseline_at_s": 59.0,
             "baseline_mib": 110.0,
@@ -581,22 +581,28 @@ def test_the_json_report_holds_every_figure(tmp_path: Path) -> None:
 # --- the run's options and the client's failure names ---------------------------------------
 
 
-def test_the_default_run_fits_in_ten_minutes_and_the_bad_day() -> None:
+def test_the_default_run_fits_in_ten_minutes_and_the_failover_and_the_bad_day() -> None:
     options = run._parser().parse_args([])
-    assert (options.soak_seconds, options.clients, options.store) == (
+    assert (options.soak_seconds, options.clients, options.store, options.failover_seconds) == (
         120.0,
         (1, 8, 32, 64),
         "postgres",
+        40.0,
     )
     budget = run.default_budget(options)
-    # The run stops itself within ten minutes (the churn phase included), then the bad day's
-    # own budget; the watchdog's HARD_GRACE_SECONDS beyond it are for a cleanup that hangs.
-    assert budget - bad_day.BUDGET_SECONDS <= 600
-    sqlite = run._parser().parse_args(["--store", "sqlite"])  # no bad day without PostgreSQL
-    assert run.default_budget(sqlite) == budget - bad_day.BUDGET_SECONDS
+    # The run stops itself within ten minutes (the churn phase included), then the failover's
+    # and the bad day's own budgets (services of their own); the watchdog's
+    # HARD_GRACE_SECONDS beyond it are for a cleanup that hangs.
+    own = failover.budget_seconds(40.0) + bad_day.BUDGET_SECONDS
+    assert failover.budget_seconds(40.0) == 200.0
+    assert budget - own <= 600
+    sqlite = run._parser().parse_args(["--store", "sqlite"])  # neither without PostgreSQL
+    assert run.default_budget(sqlite) == budget - own
     longer = run._parser().parse_args(["--soak-seconds", "600", "--clients", "4,8"])
     assert longer.clients == (4, 8)
     assert run.default_budget(longer) == run.default_budget(options) + 480 - 2 * (20 + 10)
+    shorter = run._parser().parse_args(["--failover-seconds", "30"])
+    assert run.default_budget(shorter) == budget - 10
 
 
 def test_leaf_names_the_innermost_first_exception() -> None:

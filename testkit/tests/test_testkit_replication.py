@@ -123,3 +123,15 @@ def test_a_frozen_standby_is_stopped_whole_then_resumed(clusters: ReplicatedClus
         assert _states(standby) == {"T"}
     assert "T" not in _states(standby)
     assert standby.sql("SELECT pg_is_in_recovery()") == "t"
+
+
+def test_a_promoted_standby_takes_writes_and_keeps_the_policy() -> None:
+    with replicated(1, _setup) as pair:
+        standby = pair.standbys[0]
+        pair.primary.stop()
+        standby.promote()
+        assert standby.sql("SELECT pg_is_in_recovery()") == "f"
+        standby.sql("UPDATE tickets SET title = 'After' WHERE id = 'TKT-101'", dbname="tickets")
+        assert _unscoped_read(standby.dsn(READER, "tickets"), "beta") == [("beta", "TKT-102")]
+        title = standby.sql("SELECT title FROM tickets WHERE id = 'TKT-101'", dbname="tickets")
+        assert title == "After"
