@@ -255,37 +255,39 @@ def _run_import(options: argparse.Namespace) -> int:
             else _postgres_importer(dsn, options, id_format, high_water)
         )
     line: ImportProgress | None = None
-    reader: RecordsReader | None = None
+    readers: list[RecordsReader] = []  # the one the loader made, once it has
 
     with contextlib.ExitStack() as files:
 
         def load() -> Iterator[StoredRow]:
             # Read, checked and written one record at a time, all in one transaction.
-            nonlocal line, reader
+            nonlocal line
             try:
                 stream = files.enter_context(options.records.open("rb"))
                 size = os.fstat(stream.fileno()).st_size
             except OSError as error:
                 raise CommandError(f"cannot read {options.records}: {os_reason(error)}") from None
-            reader = RecordsReader(stream, id_format=id_format, raw_titles=options.raw_titles)
+            readers.append(
+                RecordsReader(stream, id_format=id_format, raw_titles=options.raw_titles)
+            )
             if sys.stderr.isatty() and size >= PROGRESS_MIN_BYTES:
                 line = ImportProgress(sys.stderr, size)
-            return reader.rows()
+            return readers[0].rows()
 
         def progress(done: int) -> None:
-            if line is not None and reader is not None:
-                line.update(done, reader.bytes_read)
+            if line is not None:
+                line.update(done, readers[0].bytes_read)
 
         try:
             count, target = write(load, progress)
         except RecordsError as error:
             raise CommandError(f"{options.records}: {error}") from None
         except RecordsSyntaxError as error:
-            raise _syntax_error(options.records, error, reader) from None
+            raise _syntax_error(options.records, error, readers[0].read) from None
         finally:
             if line is not None:
                 line.finish()
-    cleaned = 0 if reader is None else reader.cleaned
+    cleaned = readers[0].cleaned
     if options.replace and high_water is not None:
         print(
             f"merged {count} tickets into {target} up to version {high_water}"
@@ -298,9 +300,7 @@ def _run_import(options: argparse.Namespace) -> int:
     return 0
 
 
-def _syntax_error(
-    path: Path, error: RecordsSyntaxError, reader: RecordsReader | None
-) -> CommandError:
+def _syntax_error(path: Path, error: RecordsSyntaxError, read: int) -> CommandError:
     """Say which rule a records file read as a stream broke, in `read_records`' words."""
     if error.kind == "NotAnObject":
         # Refused either way: read whole only to say whether it is JSON at all.
@@ -309,9 +309,8 @@ def _syntax_error(
     if error.kind == "UnicodeDecodeError":
         return CommandError(f"cannot read {path}: it is not UTF-8 text")
     if error.kind == "TooLong":
-        position = 1 if reader is None else reader.read + 1
         return CommandError(
-            f"{path}: record {position} (in file order): "
+            f"{path}: record {read + 1} (in file order): "
             f"the record is longer than {MAX_RECORD_CHARS} characters"
         )
     return CommandError(f"the records in {path} are not valid JSON ({error.kind})")

@@ -30,14 +30,11 @@ UNSORTED_TABLE = "temp.unsorted"
 _UNSORTED_SQL = (
     "CREATE TEMP TABLE unsorted (tenant TEXT, id TEXT, title TEXT, status TEXT, version INTEGER)"
 )
-# The position among the unsorted rows (their rowids count from 1 in file order) of the
-# first whose key came before: among the rows in order, or among the unsorted.
+# The position (its rowid: every row is there in file order) of the first row whose key
+# came before.
 _SECOND_KEY_SQL = (
-    "SELECT min(position) FROM ("
-    "SELECT u.rowid AS position FROM temp.unsorted u WHERE EXISTS "
-    "(SELECT 1 FROM {table} k WHERE k.tenant = u.tenant AND k.id = u.id) "
-    "UNION ALL SELECT position FROM (SELECT rowid AS position, row_number() OVER "
-    "(PARTITION BY tenant, id ORDER BY rowid) AS nth FROM temp.unsorted) WHERE nth > 1)"
+    "SELECT min(position) FROM (SELECT rowid AS position, row_number() OVER "
+    "(PARTITION BY tenant, id ORDER BY rowid) AS nth FROM temp.unsorted) WHERE nth > 1"
 )
 
 Progress = Callable[[int], None]
@@ -148,17 +145,16 @@ def insert_batches(
     """Insert `rows` (at their versions, 0 without) into the empty `table`, as they come.
 
     In the caller's transaction, IMPORT_BATCH rows per executemany; return the count.
-    Rows in key order are appended to the table's B-tree as they come. From the first
-    row out of key order on, the rest go to a temporary table without a key (an append
-    too), then into `table` in key order, sorted by SQLite on disk: a file in random
-    order would otherwise write each row to a random page (4.6 times as slow at 10^6
-    rows, docs/scale.md). A key given twice raises `duplicate_key` with the position of
-    its second record.
+    Rows in key order are appended to the table's B-tree as they come. At the first row
+    out of key order, the rows so far move to a temporary table without a key, the rest
+    follow them there (an append too, in file order), and all go into `table` in key
+    order at the end, sorted by SQLite on disk: a file in random order would otherwise
+    write each row to a random page (4.6 times as slow at 10^6 rows, docs/scale.md). A
+    key given twice raises `duplicate_key` with the position of its second record.
     """
     # `table` is one of the two this module's callers name, never input.
     insert = "INSERT INTO {} VALUES (?, ?, ?, ?, coalesce(?, 0))"
     into = table
-    in_order = 0  # rows written straight into `table`: all before the first out of order
     done = 0
     previous: tuple[str, str] | None = None
     batch: list[StoredRow] = []
@@ -166,8 +162,11 @@ def insert_batches(
         key = (row.tenant, row.id)
         if into == table and previous is not None and key <= previous:
             connection.executemany(insert.format(table), batch)
-            in_order, batch, into = done, [], UNSORTED_TABLE
+            batch, into = [], UNSORTED_TABLE
+            # Rows in key order are in file order: their rowids are their positions.
             connection.execute(_UNSORTED_SQL)
+            connection.execute(f"INSERT INTO {into} SELECT * FROM {table} ORDER BY tenant, id")  # noqa: S608
+            connection.execute(f"DELETE FROM {table}")  # noqa: S608
         previous = key
         batch.append(row)
         done += 1
@@ -181,19 +180,21 @@ def insert_batches(
         if on_progress is not None:
             on_progress(done)
     if into != table:
-        _insert_sorted(connection, table, in_order)
+        _insert_sorted(connection, table)
     return done
 
 
-def _insert_sorted(connection: sqlite3.Connection, table: str, in_order: int) -> None:
-    """Move the unsorted rows into `table` in key order; refuse a key given twice."""
+def _insert_sorted(connection: sqlite3.Connection, table: str) -> None:
+    """Move the unsorted rows into the empty `table` in key order; refuse a key given twice."""
     try:
         connection.execute(
             f"INSERT INTO {table} SELECT * FROM {UNSORTED_TABLE} ORDER BY tenant, id"  # noqa: S608
         )
     except sqlite3.IntegrityError:
-        [(position,)] = connection.execute(_SECOND_KEY_SQL.format(table=table)).fetchall()
+        # Whatever the failed statement left in `table` (no journal: it may stay) is
+        # discarded with the transaction; the unsorted rows alone say where the key was.
+        [(position,)] = connection.execute(_SECOND_KEY_SQL).fetchall()
         if position is None:  # not a key given twice: a CHECK the rows were not checked by
             raise
-        raise duplicate_key(in_order + position) from None
+        raise duplicate_key(position) from None
     connection.execute(f"DROP TABLE {UNSORTED_TABLE}")
