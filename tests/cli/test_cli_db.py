@@ -353,3 +353,58 @@ def test_text_that_is_not_utf8_with_a_database(
         env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": ""},
     )
     assert (completed.returncode, completed.stdout, completed.stderr) == expected
+
+
+# --- A records file read as a stream: each fault named as a whole-file read names it ---
+
+
+@pytest.mark.parametrize(
+    ("content", "err"),
+    [
+        pytest.param(b"", "the records in {path} are not valid JSON (JSONDecodeError)", id="empty"),
+        pytest.param(b'"x', "the records in {path} are not valid JSON (JSONDecodeError)", id="x"),
+        pytest.param(b'"x"', '{path}: not a JSON object of "tenant:TKT-123" -> ticket', id="str"),
+        pytest.param(b"\xff[]", "cannot read {path}: it is not UTF-8 text", id="not-utf8-first"),
+        pytest.param(
+            b'{"alpha:TKT-101": {"id": "TKT-101", "title": "t", "status": "open"}, oops}',
+            "the records in {path} are not valid JSON (JSONDecodeError)",
+            id="cut-after-a-record",
+        ),
+        pytest.param(
+            b'{"alpha:TKT-101": "\xff"}', "cannot read {path}: it is not UTF-8 text", id="not-utf8"
+        ),
+        pytest.param(
+            b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "the records in {path} are not valid JSON (RecursionError)",
+            id="deep",
+        ),
+        pytest.param(
+            b'{"alpha:TKT-101": {"id": "TKT-101", "title": "t", "status": "open"}, "b": "'
+            + b"x" * (1 << 20)
+            + b'"}',
+            "{path}: record 2 (in file order): the record is longer than 1048576 characters",
+            id="too-long",
+        ),
+    ],
+)
+def test_import_names_a_file_fault_as_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, err: str
+) -> None:
+    records = tmp_path / "records.json"
+    records.write_bytes(content)
+    status = cli.main(["import", str(records), "--db", str(tmp_path / "t.sqlite")])
+    assert (status, capsys.readouterr()) == (
+        2,
+        ("", f"ticket-tools: {err.format(path=records)}\n"),
+    )
+    assert [path.name for path in tmp_path.iterdir()] == ["records.json"]
+
+
+def test_import_of_a_file_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = cli.main(["import", str(tmp_path), "--db", str(tmp_path / "t.sqlite")])
+    assert (status, capsys.readouterr()) == (
+        2,
+        ("", f"ticket-tools: cannot read {tmp_path}: Is a directory\n"),
+    )
