@@ -18,6 +18,7 @@ import pytest
 
 from testkit.postgres import ThrowawayCluster, find_binaries
 from ticket_tools import Records, TicketStore
+from ticket_tools.stores.records import record_rows
 from ticket_tools.stores.sqlite.store import SQLiteStore
 
 # A shell that starts the suite in the background (`make test &`, nohup) hands it SIGINT
@@ -157,7 +158,7 @@ def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFacto
 
     from ticket_tools.stores.postgres.importer import (  # noqa: PLC0415 - imports psycopg
         import_records,
-        postgres_rows,
+        nul_free,
     )
     from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
 
@@ -173,7 +174,7 @@ def postgres_factory(postgres_database: PostgresDatabase) -> Iterator[StoreFacto
             import_records(owner[0], records)
 
     def make(records: Records) -> TicketStore:
-        rows = postgres_rows(records)
+        rows = list(nul_free(record_rows(records)))
         if rows != imported[0]:
             try:
                 reimport(records)

@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from ticket_tools import cli, fixture_records
+from ticket_tools.cli import progress
 from ticket_tools.cli import stores as cli_stores
+from ticket_tools.stores import records_stream
 from ticket_tools.stores.sqlite import importer as sqlite_import
 from ticket_tools.stores.sqlite import store as sqlite_store
 
@@ -192,7 +194,7 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_import_draws_a_progress_bar_on_a_terminal(
+def test_import_draws_a_progress_line_on_a_terminal(
     tmp_path: Path,
     records_file: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -200,18 +202,22 @@ def test_import_draws_a_progress_bar_on_a_terminal(
 ) -> None:
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    monkeypatch.setattr(cli_stores, "PROGRESS_MIN_TICKETS", 10)
+    monkeypatch.setattr(cli_stores, "PROGRESS_MIN_BYTES", 10)
+    monkeypatch.setattr(progress, "PROGRESS_SECONDS", 0.0)
     monkeypatch.setattr(sqlite_import, "IMPORT_BATCH", 6)
+    # Read in chunks of 512 bytes: the share of the file grows as the records are read.
+    monkeypatch.setattr(records_stream, "CHUNK_BYTES", 512)
+    size = records_file.stat().st_size
     status = cli.main(["import", str(records_file), "--db", str(tmp_path / "t.sqlite")])
-    assert (status, terminal.getvalue()) == (
+    assert (status, size, terminal.getvalue()) == (
         0,
-        "\rimporting [##################            ]  60% 6/10"
-        "\rimporting [##############################] 100% 10/10\n",
+        1066,
+        "\rimporting: 6 records, 96% of the file\rimporting: 10 records, 100% of the file\n",
     )
     assert capsys.readouterr().out == f"imported 10 tickets into {tmp_path / 't.sqlite'}\n"
 
 
-def test_small_import_draws_no_bar_even_on_a_terminal(
+def test_small_import_draws_no_line_even_on_a_terminal(
     tmp_path: Path, records_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     terminal = _Terminal()
@@ -283,7 +289,7 @@ from ticket_tools.stores.sqlite import importer as sqlite_import
 
 insert_rows = sqlite_import.insert_rows
 
-def wait_in_the_transaction(done, total):
+def wait_in_the_transaction(done):
     print("half-built", flush=True)
     time.sleep(60)
 
@@ -347,3 +353,58 @@ def test_text_that_is_not_utf8_with_a_database(
         env={**os.environ, "LC_ALL": "C", "PYTHONIOENCODING": ""},
     )
     assert (completed.returncode, completed.stdout, completed.stderr) == expected
+
+
+# --- A records file read as a stream: each fault named as a whole-file read names it ---
+
+
+@pytest.mark.parametrize(
+    ("content", "err"),
+    [
+        pytest.param(b"", "the records in {path} are not valid JSON (JSONDecodeError)", id="empty"),
+        pytest.param(b'"x', "the records in {path} are not valid JSON (JSONDecodeError)", id="x"),
+        pytest.param(b'"x"', '{path}: not a JSON object of "tenant:TKT-123" -> ticket', id="str"),
+        pytest.param(b"\xff[]", "cannot read {path}: it is not UTF-8 text", id="not-utf8-first"),
+        pytest.param(
+            b'{"alpha:TKT-101": {"id": "TKT-101", "title": "t", "status": "open"}, oops}',
+            "the records in {path} are not valid JSON (JSONDecodeError)",
+            id="cut-after-a-record",
+        ),
+        pytest.param(
+            b'{"alpha:TKT-101": "\xff"}', "cannot read {path}: it is not UTF-8 text", id="not-utf8"
+        ),
+        pytest.param(
+            b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+            "the records in {path} are not valid JSON (RecursionError)",
+            id="deep",
+        ),
+        pytest.param(
+            b'{"alpha:TKT-101": {"id": "TKT-101", "title": "t", "status": "open"}, "b": "'
+            + b"x" * (1 << 20)
+            + b'"}',
+            "{path}: record 2 (in file order): the record is longer than 1048576 characters",
+            id="too-long",
+        ),
+    ],
+)
+def test_import_names_a_file_fault_as_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes, err: str
+) -> None:
+    records = tmp_path / "records.json"
+    records.write_bytes(content)
+    status = cli.main(["import", str(records), "--db", str(tmp_path / "t.sqlite")])
+    assert (status, capsys.readouterr()) == (
+        2,
+        ("", f"ticket-tools: {err.format(path=records)}\n"),
+    )
+    assert [path.name for path in tmp_path.iterdir()] == ["records.json"]
+
+
+def test_import_of_a_file_it_cannot_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = cli.main(["import", str(tmp_path), "--db", str(tmp_path / "t.sqlite")])
+    assert (status, capsys.readouterr()) == (
+        2,
+        ("", f"ticket-tools: cannot read {tmp_path}: Is a directory\n"),
+    )

@@ -12,9 +12,9 @@ from ticket_tools.stores.records import (
     RecordsError,
     StoredRow,
     check_high_water,
-    first_row,
     is_text,
     record_rows,
+    split_first,
 )
 from wide_ids import SIX, wide_id_of, widened
 
@@ -215,8 +215,15 @@ def test_the_high_water_fits_the_records(
     assert str(raised.value) == message
 
 
-def test_first_row() -> None:
-    assert (first_row([]), first_row([VERSIONED, VERSIONLESS])) == (None, VERSIONED)
+def test_split_first() -> None:
+    empty, rows = split_first(iter([]))
+    first, taken = split_first(iter([VERSIONED, VERSIONLESS]))
+    assert (empty, list(rows), first, list(taken)) == (
+        None,
+        [],
+        VERSIONED,
+        [VERSIONED, VERSIONLESS],
+    )
 
 
 def test_the_fixture_records_follow_the_rules() -> None:

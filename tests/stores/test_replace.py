@@ -24,7 +24,7 @@ from ticket_tools.stores.postgres.importer import import_records, replace_dsn, r
 from ticket_tools.stores.postgres.schema import WRITER_LOCK, describe
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
-from ticket_tools.stores.records import StoredRow, record_rows
+from ticket_tools.stores.records import RecordsError, StoredRow, record_rows
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
@@ -109,9 +109,9 @@ def test_sqlite_replace_rolls_back_on_failure(tmp_path: Path) -> None:
     write_database(path, OLD)
     rows = record_rows(NEW)
     rows.append(rows[0])  # the same key twice: the primary key refuses it
-    with SQLiteWriter.open(path) as writer, pytest.raises(StoreFailure) as raised:
+    with SQLiteWriter.open(path) as writer, pytest.raises(RecordsError) as raised:
         writer.replace(rows)
-    assert str(raised.value) == f"cannot write {path}: SQLITE_CONSTRAINT_PRIMARYKEY"
+    assert str(raised.value) == "record 13 (in file order): the key was given before"
     with SQLiteStore.open(path) as store:
         assert _page(store) == _page(OLD)
 
@@ -163,17 +163,15 @@ def writer_role(pg: dict[str, str]) -> Iterator[str]:
 def test_postgres_replace_is_atomic_for_a_reader(pg: dict[str, str], writer_role: str) -> None:
     with PostgresWriter.open(pg["owner"]) as writer:
         writer.apply([Change("delete", "alpha", "TKT-300", 9)])
-    progress: list[tuple[int, int]] = []
+    progress: list[int] = []
     with PostgresStore.open(pg["reader"]) as store:
         answers = _search_during(
             store,
-            lambda records: replace_dsn(
-                pg["owner"], records, on_progress=lambda *done: progress.append(done)
-            ),
+            lambda records: replace_dsn(pg["owner"], records, on_progress=progress.append),
         )
         _only_whole_pages(answers)
         assert _page(store) == _page(OLD)
-    assert progress[-1] == (10, 10)
+    assert progress[-1] == 10
     # The grants, the policy and the schema came along; the tombstones went.
     with PostgresWriter.open(writer_role) as writer:
         assert writer.apply([Change("upsert", "alpha", "TKT-300", 1, "t", "open")]) == Counts(
@@ -198,7 +196,7 @@ def test_postgres_replace_keeps_a_change_applied_during_its_copy(pg: dict[str, s
         )
     )
 
-    def during_copy(done: int, total: int) -> None:
+    def during_copy(done: int) -> None:
         with psycopg.connect(pg["super"]) as connection:
             held.append(
                 connection.execute("SELECT pg_try_advisory_lock(%s)", (WRITER_LOCK,)).fetchone()

@@ -1,31 +1,40 @@
-"""A one-line progress bar for long commands, redrawn in place on a terminal."""
+"""The progress line of `import`, redrawn in place on a terminal."""
 
 from __future__ import annotations
 
+import time
 from typing import TextIO
 
-BAR_WIDTH = 30
+# The line is redrawn at most this often, as `apply`'s.
+PROGRESS_SECONDS = 1.0
 
 
-class ProgressBar:
-    """Draw `label [#####     ]  50% 500/1000` on one line, redrawn by each update."""
+class ImportProgress:
+    """`importing: 1200000 records, 37% of the file`, redrawn in place.
 
-    def __init__(self, out: TextIO, label: str) -> None:
+    A streamed import knows how many records it has written and how far into the file
+    it has read, not how many records the file holds.
+    """
+
+    def __init__(self, out: TextIO, size: int) -> None:
         self._out = out
-        self._label = label
+        self._size = size
+        self._last = time.monotonic()
         self._drawn = False
 
-    def update(self, done: int, total: int) -> None:
-        """Redraw the bar for `done` of `total` steps."""
-        share = done / total if total > 0 else 1.0
-        filled = round(BAR_WIDTH * share)
-        bar = "#" * filled + " " * (BAR_WIDTH - filled)
-        self._out.write(f"\r{self._label} [{bar}] {share:4.0%} {done}/{total}")
+    def update(self, records: int, bytes_read: int) -> None:
+        """Redraw the line, at most once every PROGRESS_SECONDS."""
+        now = time.monotonic()
+        if now - self._last < PROGRESS_SECONDS:
+            return
+        self._last = now
+        share = min(bytes_read / self._size, 1.0) if self._size > 0 else 1.0
+        self._out.write(f"\rimporting: {records} records, {share:.0%} of the file")
         self._out.flush()
         self._drawn = True
 
     def finish(self) -> None:
-        """End the bar's line, if one was drawn."""
+        """End the line, if one was drawn."""
         if self._drawn:
             self._out.write("\n")
             self._out.flush()

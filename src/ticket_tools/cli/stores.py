@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import os_reason, read_records
-from ticket_tools.cli.progress import ProgressBar
+from ticket_tools.cli.progress import ImportProgress
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.store import Records, TicketStore
-from ticket_tools.stores.records import MAX_VERSION, RecordsError, record_rows
+from ticket_tools.stores.records import (
+    MAX_VERSION,
+    NOT_AN_OBJECT_RULE,
+    RecordsError,
+    StoredRow,
+    record_rows,
+)
+from ticket_tools.stores.records_stream import (
+    MAX_RECORD_CHARS,
+    RecordsReader,
+    RecordsSyntaxError,
+)
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.text import clean_records, titles_cleaned
@@ -28,16 +40,17 @@ from ticket_tools.tickets import (
     IdFormat,
 )
 
-# Below this many tickets an import is too quick for a progress bar to help.
-PROGRESS_MIN_TICKETS = 50_000
+# Below this size (about 30,000 tickets) an import is too quick for a progress line to help.
+PROGRESS_MIN_BYTES = 4 << 20
 # Where --postgres is read from when not given, so a password need not be on a command line.
 POSTGRES_ENV = "TICKET_TOOLS_POSTGRES"
 
-Progress = Callable[[int, int], None]
-"""Called as progress(done, total) while an import writes."""
+Progress = Callable[[int], None]
+"""Called as progress(done) while an import writes: the rows written so far."""
 
-Importer = Callable[[Callable[[], Records], Progress], tuple[int, str]]
-"""Write the records a loader reads somewhere; return the ticket count and where they went.
+Importer = Callable[[Callable[[], Iterator[StoredRow]], Progress], tuple[int, str]]
+"""Write the rows a loader reads somewhere, as it reads them; return the ticket count and
+where they went.
 
 A replacer calls the loader once it holds the writers' lock (docs/feed.md)."""
 
@@ -241,35 +254,40 @@ def _run_import(options: argparse.Namespace) -> int:
             if dsn is None
             else _postgres_importer(dsn, options, id_format, high_water)
         )
-    bar: ProgressBar | None = None
-    cleaned = 0
+    line: ImportProgress | None = None
+    readers: list[RecordsReader] = []  # the one the loader made, once it has
 
-    def load() -> Records:
-        nonlocal bar, cleaned
-        # Checked once, by the import itself, before anything is written.
-        cleaned_records, cleaned = clean_records(
-            read_records(options.records), raw=options.raw_titles
-        )
-        records = cast(Records, cleaned_records)
-        if (
-            sys.stderr.isatty()
-            and isinstance(records, Mapping)
-            and len(records) >= PROGRESS_MIN_TICKETS
-        ):
-            bar = ProgressBar(sys.stderr, "importing")
-        return records
+    with contextlib.ExitStack() as files:
 
-    def progress(done: int, total: int) -> None:
-        if bar is not None:
-            bar.update(done, total)
+        def load() -> Iterator[StoredRow]:
+            # Read, checked and written one record at a time, all in one transaction.
+            nonlocal line
+            try:
+                stream = files.enter_context(options.records.open("rb"))
+                size = os.fstat(stream.fileno()).st_size
+            except OSError as error:
+                raise CommandError(f"cannot read {options.records}: {os_reason(error)}") from None
+            readers.append(
+                RecordsReader(stream, id_format=id_format, raw_titles=options.raw_titles)
+            )
+            if sys.stderr.isatty() and size >= PROGRESS_MIN_BYTES:
+                line = ImportProgress(sys.stderr, size)
+            return readers[0].rows()
 
-    try:
-        count, target = write(load, progress)
-    except RecordsError as error:
-        raise CommandError(f"{options.records}: {error}") from None
-    finally:
-        if bar is not None:
-            bar.finish()
+        def progress(done: int) -> None:
+            if line is not None:
+                line.update(done, readers[0].bytes_read)
+
+        try:
+            count, target = write(load, progress)
+        except RecordsError as error:
+            raise CommandError(f"{options.records}: {error}") from None
+        except RecordsSyntaxError as error:
+            raise _syntax_error(options.records, error, readers[0].read) from None
+        finally:
+            if line is not None:
+                line.finish()
+    cleaned = readers[0].cleaned
     if options.replace and high_water is not None:
         print(
             f"merged {count} tickets into {target} up to version {high_water}"
@@ -282,8 +300,24 @@ def _run_import(options: argparse.Namespace) -> int:
     return 0
 
 
+def _syntax_error(path: Path, error: RecordsSyntaxError, read: int) -> CommandError:
+    """Say which rule a records file read as a stream broke, in `read_records`' words."""
+    if error.kind == "NotAnObject":
+        # Refused either way: read whole only to say whether it is JSON at all.
+        read_records(path)
+        return CommandError(f"{path}: {NOT_AN_OBJECT_RULE}")
+    if error.kind == "UnicodeDecodeError":
+        return CommandError(f"cannot read {path}: it is not UTF-8 text")
+    if error.kind == "TooLong":
+        return CommandError(
+            f"{path}: record {read + 1} (in file order): "
+            f"the record is longer than {MAX_RECORD_CHARS} characters"
+        )
+    return CommandError(f"the records in {path} are not valid JSON ({error.kind})")
+
+
 def _sqlite_importer(path: Path, id_format: IdFormat, high_water: int | None) -> Importer:
-    def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
+    def write(load: Callable[[], Iterator[StoredRow]], progress: Progress) -> tuple[int, str]:
         records = load()
         try:
             count = write_database(
@@ -301,14 +335,10 @@ def _sqlite_importer(path: Path, id_format: IdFormat, high_water: int | None) ->
 def _sqlite_replacer(path: Path, id_format: IdFormat, high_water: int | None) -> Importer:
     from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
 
-    def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
+    def write(load: Callable[[], Iterator[StoredRow]], progress: Progress) -> tuple[int, str]:
         with SQLiteWriter.open(path, id_format=id_format) as writer:
-            # Read and checked whole under the write lock, before anything is written.
-            count = writer.replace(
-                lambda: record_rows(load(), id_format=id_format),
-                progress,
-                high_water=high_water,
-            )
+            # Read under the write lock, and written as it is read, in one transaction.
+            count = writer.replace(load, progress, high_water=high_water)
             return count, str(path)
 
     return write
@@ -319,7 +349,7 @@ def _postgres_replacer(dsn: str, id_format: IdFormat, high_water: int | None) ->
     from ticket_tools.stores.postgres.importer import replace_dsn  # noqa: PLC0415
     from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
 
-    def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
+    def write(load: Callable[[], Iterator[StoredRow]], progress: Progress) -> tuple[int, str]:
         count = replace_dsn(
             dsn, load, on_progress=progress, id_format=id_format, high_water=high_water
         )
@@ -340,7 +370,7 @@ def _postgres_importer(
 
     target = describe(dsn)
 
-    def write(load: Callable[[], Records], progress: Progress) -> tuple[int, str]:
+    def write(load: Callable[[], Iterator[StoredRow]], progress: Progress) -> tuple[int, str]:
         records = load()
         try:
             count = import_dsn(

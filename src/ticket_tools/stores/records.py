@@ -7,7 +7,8 @@ same rules for the dict store and for a database: both then give the same answer
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import itertools
+from collections.abc import Iterable, Iterator, Mapping
 from typing import NamedTuple, TypeGuard
 
 from ticket_tools.store import tenant_of
@@ -21,6 +22,8 @@ _KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 MAX_VERSION = 2**63 - 1
 VERSION_RULE = "the version is not an integer from 0 to 2^63-1"
 _MIXED_RULE = 'either every ticket has a "version" or none does'
+NOT_AN_OBJECT_RULE = 'not a JSON object of "tenant:TKT-123" -> ticket'
+DUPLICATE_RULE = "the key was given before"
 
 
 class RecordsError(ValueError):
@@ -66,9 +69,39 @@ def record_rows(records: object, *, id_format: IdFormat = ID_FORMAT) -> list[Sto
     The whole value is a JSON object (a mapping); each record follows `record_row`'s
     rules, refused with the record's position (never its contents).
     """
+    return list(records_rows(records, id_format=id_format))
+
+
+def records_rows(records: object, *, id_format: IdFormat = ID_FORMAT) -> Iterator[StoredRow]:
+    """Check a records mapping one record at a time, as the rows are taken (`checked_rows`).
+
+    Raises RecordsError at once when `records` is not a mapping.
+    """
     if not isinstance(records, Mapping):
-        raise RecordsError('not a JSON object of "tenant:TKT-123" -> ticket')
-    return list(checked_rows(records.items(), id_format=id_format))
+        raise RecordsError(NOT_AN_OBJECT_RULE)
+    return checked_rows(records.items(), id_format=id_format)
+
+
+def source_rows(
+    records: Mapping[str, object] | Iterator[StoredRow], *, id_format: IdFormat = ID_FORMAT
+) -> Iterator[StoredRow]:
+    """Return an importer's rows: a records mapping's (`records_rows`), or rows as they are.
+
+    Rows come as an iterator (a records file read as it is imported, `records_stream`),
+    checked already; anything else is a records value, checked as it is taken.
+    """
+    if isinstance(records, Iterator):
+        return records
+    return records_rows(records, id_format=id_format)
+
+
+def duplicate_key(position: int) -> RecordsError:
+    """Return the refusal of a key given twice, naming its second record's position.
+
+    A JSON object may hold a key twice, and `json.load` would keep the last value at the
+    first key's place: an import refuses the file instead (the primary key finds it).
+    """
+    return RecordsError(f"record {position} (in file order): {DUPLICATE_RULE}")
 
 
 def checked_rows(
@@ -107,9 +140,36 @@ def check_high_water(first: StoredRow | None, high_water: int | None, *, replace
         )
 
 
-def first_row(rows: Sequence[StoredRow]) -> StoredRow | None:
-    """Return the first of `rows`, or None."""
-    return rows[0] if rows else None
+def with_high_water(
+    rows: Iterable[StoredRow], high_water: int | None, *, replace: bool
+) -> Iterator[StoredRow]:
+    """Return all of `rows`, once their first has passed `check_high_water`.
+
+    The first row is read (and checked) before anything is written. When it does not
+    fit `high_water`, the rest is read (not written) first: a record that breaks a rule
+    is named before the option, as when a file was read whole before.
+    """
+    first, taken = split_first(rows)
+    try:
+        check_high_water(first, high_water, replace=replace)
+    except RecordsError:
+        for _ in taken:
+            pass
+        raise
+    return taken
+
+
+def split_first(rows: Iterable[StoredRow]) -> tuple[StoredRow | None, Iterator[StoredRow]]:
+    """Return the first of `rows` (None: there is none) and all of them, the first included.
+
+    The first row is read (and checked) before anything is written: it decides whether
+    the file has versions (`check_high_water`).
+    """
+    iterator = iter(rows)
+    first = next(iterator, None)
+    if first is None:
+        return None, iterator
+    return first, itertools.chain((first,), iterator)
 
 
 def record_row(key: object, stored: object, *, id_format: IdFormat = ID_FORMAT) -> StoredRow:

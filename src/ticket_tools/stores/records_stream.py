@@ -14,6 +14,10 @@ import json
 from collections.abc import Iterator
 from typing import BinaryIO, Literal, cast
 
+from ticket_tools.stores.records import StoredRow, checked_rows
+from ticket_tools.stores.text import TitleCleaner
+from ticket_tools.tickets import ID_FORMAT, IdFormat
+
 # Bytes read at a time.
 CHUNK_BYTES = 1 << 16
 # A ticket is three short strings: a record longer than this is refused rather than
@@ -23,7 +27,12 @@ _WHITESPACE = " \t\n\r"  # JSON's four
 _AFTER_SCALAR = _WHITESPACE + ",}"
 
 Failure = Literal[
-    "JSONDecodeError", "RecursionError", "UnicodeDecodeError", "ValueError", "TooLong"
+    "JSONDecodeError",
+    "RecursionError",
+    "UnicodeDecodeError",
+    "ValueError",
+    "TooLong",
+    "NotAnObject",
 ]
 
 
@@ -42,13 +51,15 @@ def iter_records(
 
     Raises RecordsSyntaxError when the bytes are not UTF-8, not JSON, not one object
     (whitespace alone may surround it), nested too deeply, or a record is longer than
-    MAX_RECORD_CHARS. A key given twice is yielded twice: the caller decides.
+    MAX_RECORD_CHARS. Its kind is "NotAnObject" when the text does not start with "{"
+    (an empty file too): whether the rest is JSON is not read. A key given twice is
+    yielded twice: the caller decides.
 
     Example: b' {"a:TKT-1": {"id": "x"}, "b": 2} ' -> ("a:TKT-1", {"id": "x"}), ("b", 2)
     """
     reader = _Reader(stream, chunk_bytes)
     if reader.next_char() != "{":
-        raise RecordsSyntaxError("JSONDecodeError")
+        raise RecordsSyntaxError("NotAnObject")
     if reader.peek() == "}":
         reader.next_char()
         reader.end()
@@ -68,6 +79,52 @@ def iter_records(
             return
         if separator != ",":
             raise RecordsSyntaxError("JSONDecodeError")
+
+
+class RecordsReader:
+    """The checked rows of a records file, read and checked one record at a time.
+
+    `rows()` yields a `StoredRow` per record as the file is read: its title cleaned
+    (`stores.text`, unless `raw_titles`), then checked by the records rules
+    (`stores.records.checked_rows`), each refused with its position. `read` counts the
+    records read so far, `cleaned` the titles changed, `bytes_read` the file's bytes.
+    """
+
+    def __init__(
+        self,
+        stream: BinaryIO,
+        *,
+        id_format: IdFormat = ID_FORMAT,
+        raw_titles: bool = False,
+        chunk_bytes: int | None = None,
+    ) -> None:
+        self._stream = stream
+        self._id_format = id_format
+        self._cleaner = TitleCleaner(raw=raw_titles)
+        self._chunk = CHUNK_BYTES if chunk_bytes is None else chunk_bytes
+        self.read = 0
+
+    @property
+    def cleaned(self) -> int:
+        """How many of the titles read so far were changed by cleaning."""
+        return self._cleaner.changed
+
+    @property
+    def bytes_read(self) -> int:
+        """How many bytes of the file were read so far (a chunk at a time)."""
+        return self._stream.tell()
+
+    def rows(self) -> Iterator[StoredRow]:
+        """Yield the file's rows in file order, each checked as it is read."""
+        pairs = self._cleaner.pairs(
+            self._counted(iter_records(self._stream, chunk_bytes=self._chunk))
+        )
+        return checked_rows(pairs, id_format=self._id_format)
+
+    def _counted(self, pairs: Iterator[tuple[str, object]]) -> Iterator[tuple[str, object]]:
+        for pair in pairs:
+            self.read += 1
+            yield pair
 
 
 class _Reader:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TypeVar
 
 from ticket_tools.stores.feed import Change, FeedError
 from ticket_tools.stores.records import RecordsError, is_text
@@ -23,6 +24,7 @@ from ticket_tools.stores.records import RecordsError, is_text
 # where the 1 MiB feed line alone would let one ticket flood a model's context.
 MAX_TITLE_CHARS = 256
 TITLE_RULE = f"the title is longer than {MAX_TITLE_CHARS} characters"
+K = TypeVar("K")
 
 # github/github-mcp-server pkg/sanitize/sanitize.go (shouldRemoveRune and
 # isVariationSelector, which Sanitize applies to titles): every one removed.
@@ -68,19 +70,31 @@ def clean_records(records: object, *, raw: bool = False) -> tuple[object, int]:
     """
     if not isinstance(records, Mapping):
         return records, 0
-    kept: dict[object, object] = {}
-    changed = 0
-    for position, (key, stored) in enumerate(records.items(), 1):
-        kept[key] = stored
-        if isinstance(stored, Mapping) and is_text(title := stored.get("title")):
-            try:
-                title_kept = store_title(title, raw=raw)
-            except RecordsError as error:
-                raise RecordsError(f"record {position} (in file order): {error}") from None
-            if title_kept != title:
-                kept[key] = {**stored, "title": title_kept}
-                changed += 1
-    return kept, changed
+    cleaner = TitleCleaner(raw=raw)
+    return dict(cleaner.pairs(records.items())), cleaner.changed
+
+
+class TitleCleaner:
+    """Clean each record's title as it passes, one record at a time; count those changed."""
+
+    def __init__(self, *, raw: bool = False) -> None:
+        self._raw = raw
+        self.changed = 0
+        """How many titles the records passed so far had changed."""
+
+    def pairs(self, pairs: Iterable[tuple[K, object]]) -> Iterator[tuple[K, object]]:
+        """Yield each (key, ticket) with its title as a store keeps it (`clean_records`)."""
+        for position, (key, stored) in enumerate(pairs, 1):
+            if isinstance(stored, Mapping) and is_text(title := stored.get("title")):
+                try:
+                    title_kept = store_title(title, raw=self._raw)
+                except RecordsError as error:
+                    raise RecordsError(f"record {position} (in file order): {error}") from None
+                if title_kept != title:
+                    self.changed += 1
+                    yield key, {**stored, "title": title_kept}
+                    continue
+            yield key, stored
 
 
 def clean_change(change: Change, *, raw: bool = False) -> tuple[Change, bool]:

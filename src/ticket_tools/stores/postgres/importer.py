@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable, Iterator
 
 import psycopg
 from psycopg import sql
@@ -21,9 +22,9 @@ from ticket_tools.stores.postgres.schema import (
 from ticket_tools.stores.records import (
     RecordsError,
     StoredRow,
-    check_high_water,
-    first_row,
-    record_rows,
+    duplicate_key,
+    source_rows,
+    with_high_water,
 )
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
@@ -84,16 +85,24 @@ _MERGE_SQL = (
 )
 
 
+Source = Records | Iterator[StoredRow]
+"""A records mapping, or rows checked as they are read (`records_stream.RecordsReader`)."""
+Progress = Callable[[int], None]
+"""Called as progress(done) every IMPORT_BATCH rows and at the end: the rows copied so far."""
+# Where a COPY's error context names the line (the row, from 1) that broke a constraint.
+_COPY_LINE = re.compile(r"^COPY \w+, line ([0-9]+)")
+
+
 class TableNotEmptyError(Exception):
     """An import into a table that holds tickets or tombstones (imports never merge)."""
 
 
 def import_records(
     connection: psycopg.Connection,
-    records: Records,
+    records: Source,
     *,
     grant_to: str | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Progress | None = None,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
 ) -> int:
@@ -102,14 +111,17 @@ def import_records(
     Each ticket at its `"version"` (0 without one); `high_water`, for records with
     versions, is stored as the floor (docs/feed.md).
 
+    The rows are checked and copied as they come (one COPY streaming them), never held
+    whole: a record refused, even the last, or a key given twice, writes nothing.
     Run as the table's owner. Everything happens in one transaction (a savepoint if
     one is open): on any failure nothing is written. `grant_to` names the reader role
     to give SELECT on the table. Every id has `id_format`'s width, and so must an
     existing table's. Raises RecordsError, TableNotEmptyError, StoreFailure ("schema":
     a table of another schema or width), psycopg.Error.
     """
-    rows = postgres_rows(records, id_format=id_format)
-    check_high_water(first_row(rows), high_water, replace=False)
+    rows = with_high_water(
+        nul_free(source_rows(records, id_format=id_format)), high_water, replace=False
+    )
     with connection.transaction():
         if connection.execute("SELECT to_regclass('tickets') IS NULL").fetchone() == (True,):
             for statement in create_schema(id_format):
@@ -132,7 +144,7 @@ def import_records(
             raise TableNotEmptyError(
                 "the tickets table already holds tickets, tombstones or a high-water version"
             )
-        _copy(connection, "tickets", rows, on_progress)
+        count = _copy(connection, "tickets", rows, on_progress)
         if high_water is not None:
             connection.execute("INSERT INTO high_water VALUES (%s)", (high_water,))
         for table in ("tickets", "tombstones"):
@@ -141,15 +153,15 @@ def import_records(
         if grant_to is not None:
             grant = sql.SQL("GRANT SELECT ON tickets TO {}").format(sql.Identifier(grant_to))
             connection.execute(grant)
-    return len(rows)
+    return count
 
 
 def import_dsn(
     dsn: str,
-    records: Records,
+    records: Source,
     *,
     grant_to: str | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Progress | None = None,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
 ) -> int:
@@ -171,9 +183,9 @@ def import_dsn(
 
 def replace_records(
     connection: psycopg.Connection,
-    records: Records | Callable[[], Records],
+    records: Source | Callable[[], Source],
     *,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Progress | None = None,
     attempts: int = SWAP_ATTEMPTS,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
@@ -193,7 +205,8 @@ def replace_records(
     a time, up to `attempts` times), drops the old table, renames the new one into its
     place and clears the tombstones. `records` may be a function that returns them: it
     is called once the writers' lock is held, so that a file read by it is the state
-    every change committed after it is applied on top of.
+    every change committed after it is applied on top of. Its rows are checked and
+    copied as they come: a record refused, or a key given twice, changes nothing.
     A reader's call sees the whole old set or the whole new set. Every id has
     `id_format`'s width, and so must the tables'. Raises RecordsError,
     StoreFailure("locked") when the locks never came (nothing changed), psycopg.Error.
@@ -206,16 +219,16 @@ def replace_records(
         connection.execute("SELECT pg_advisory_xact_lock(%s)", (WRITER_LOCK,))
         check_schema(connection, source, id_format)
         loaded = records() if callable(records) else records
-        rows = postgres_rows(loaded, id_format=id_format)
-        check_high_water(first_row(rows), high_water, replace=True)
+        rows = with_high_water(
+            nul_free(source_rows(loaded, id_format=id_format)), high_water, replace=True
+        )
         if high_water is not None:
-            _merge(connection, rows, on_progress, high_water)
-            return len(rows)
+            return _merge(connection, rows, on_progress, high_water)
         connection.execute("DELETE FROM high_water")
         connection.execute(f"DROP TABLE IF EXISTS {NEXT_TABLE}")
         for statement in tickets_table(NEXT_TABLE, id_format):
             connection.execute(statement)
-        _copy(connection, NEXT_TABLE, rows, on_progress)
+        count = _copy(connection, NEXT_TABLE, rows, on_progress)
         connection.execute(f"ALTER TABLE {NEXT_TABLE} FORCE ROW LEVEL SECURITY")
         for role, privilege in connection.execute(_GRANTS_SQL).fetchall():
             if privilege in _PRIVILEGES:
@@ -237,7 +250,7 @@ def replace_records(
                         connection.execute(statement)
             except psycopg.errors.LockNotAvailable:
                 continue
-            return len(rows)
+            return count
         raise StoreFailure(
             "locked",
             f"{source}: the swap never got the tables' locks; nothing was replaced, try again",
@@ -246,9 +259,9 @@ def replace_records(
 
 def replace_dsn(
     dsn: str,
-    records: Records | Callable[[], Records],
+    records: Source | Callable[[], Source],
     *,
-    on_progress: Callable[[int, int], None] | None = None,
+    on_progress: Progress | None = None,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
 ) -> int:
@@ -269,44 +282,61 @@ def replace_dsn(
 
 def _merge(
     connection: psycopg.Connection,
-    rows: list[StoredRow],
-    on_progress: Callable[[int, int], None] | None,
+    rows: Iterable[StoredRow],
+    on_progress: Progress | None,
     high_water: int,
-) -> None:
+) -> int:
     connection.execute(_SNAPSHOT_SQL)
-    _copy(connection, "snapshot", rows, on_progress)
+    count = _copy(connection, "snapshot", rows, on_progress)
     connection.execute("ANALYZE snapshot")
     [(floor,)] = connection.execute(_FLOOR_SQL).fetchall()
     for statement in _MERGE_SQL:
         connection.execute(statement, {"n": high_water, "floor": floor})
     connection.execute("DROP TABLE snapshot")
+    return count
 
 
 def _copy(
     connection: psycopg.Connection,
     table: str,
-    rows: list[StoredRow],
-    on_progress: Callable[[int, int], None] | None,
-) -> None:
+    rows: Iterable[StoredRow],
+    on_progress: Progress | None,
+) -> int:
+    """COPY `rows` into `table` as they come; return the count. A key twice: duplicate_key."""
     columns = "(tenant, id, title, status, title_lower, version)"
-    with connection.cursor().copy(f"COPY {table} {columns} FROM STDIN") as copy:
-        for done, (tenant, ticket_id, title, status, version) in enumerate(rows, start=1):
-            stored = 0 if version is None else version
-            copy.write_row((tenant, ticket_id, title, status, title.lower(), stored))
-            if on_progress is not None and (done % IMPORT_BATCH == 0 or done == len(rows)):
-                on_progress(done, len(rows))
+    done = 0
+    try:
+        with connection.cursor().copy(f"COPY {table} {columns} FROM STDIN") as copy:
+            for tenant, ticket_id, title, status, version in rows:
+                stored = 0 if version is None else version
+                copy.write_row((tenant, ticket_id, title, status, title.lower(), stored))
+                done += 1
+                if on_progress is not None and done % IMPORT_BATCH == 0:
+                    on_progress(done)
+    except psycopg.errors.UniqueViolation as error:
+        line = copy_line(error.diag.context)
+        if line is None:
+            raise
+        raise duplicate_key(line) from None
+    if on_progress is not None and done % IMPORT_BATCH != 0:
+        on_progress(done)
+    return done
 
 
-def postgres_rows(records: Records, *, id_format: IdFormat = ID_FORMAT) -> list[StoredRow]:
-    """Check `records` by the records rules (ids of `id_format`), and refuse NUL.
+def copy_line(context: str | None) -> int | None:
+    """Return the line (the row, from 1) a COPY error's context names, or None.
 
-    Return the rows in key order.
+    Example: "COPY tickets, line 7" -> 7 (the server's words, in its `lc_messages`).
     """
-    rows = record_rows(records, id_format=id_format)
-    for position, fields in enumerate(rows, start=1):
-        if any("\x00" in text for text in fields[:4]):
+    found = _COPY_LINE.match(context or "")
+    return None if found is None else int(found.group(1))
+
+
+def nul_free(rows: Iterable[StoredRow]) -> Iterator[StoredRow]:
+    """Yield `rows` in order, refusing the first holding a NUL (PostgreSQL text cannot)."""
+    for position, row in enumerate(rows, start=1):
+        if any("\x00" in text for text in row[:4]):
             raise RecordsError(
                 f"record {position} (in file order): PostgreSQL text cannot hold a NUL character"
             )
-    # Key order makes every row an append to the primary key's B-tree.
-    return sorted(rows)
+        yield row

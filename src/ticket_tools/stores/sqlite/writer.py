@@ -6,12 +6,12 @@ import math
 import os
 import sqlite3
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
-from ticket_tools.stores.records import StoredRow, check_high_water, first_row
+from ticket_tools.stores.records import StoredRow, with_high_water
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
 from ticket_tools.tickets import ID_FORMAT, IdFormat
@@ -213,7 +213,7 @@ class SQLiteWriter:
 
     def replace(
         self,
-        rows: list[StoredRow] | Callable[[], list[StoredRow]],
+        rows: Iterable[StoredRow] | Callable[[], Iterable[StoredRow]],
         on_progress: Progress | None = None,
         *,
         high_water: int | None = None,
@@ -230,22 +230,24 @@ class SQLiteWriter:
         One transaction: in WAL mode a reader sees the whole old set until the commit,
         then the whole new set, and never waits for it (docs/stores.md). `rows` may be a
         function that returns them, called once the write lock is held: a batch of
-        `apply` then waits and lands on the new set. Raises RecordsError when
-        `high_water` does not fit the rows (`check_high_water`).
+        `apply` then waits and lands on the new set. The rows are written as they are
+        taken (a records file streamed, `records_stream`): a row refused by a rule, or a
+        key given twice (`insert_batches`), rolls it all back. Raises RecordsError when
+        `high_water` does not fit the rows (`with_high_water`).
         """
         connection = self._connection
         try:
             connection.execute("BEGIN IMMEDIATE")
             try:
-                if callable(rows):
-                    rows = rows()
-                check_high_water(first_row(rows), high_water, replace=True)
+                taken = with_high_water(
+                    rows() if callable(rows) else rows, high_water, replace=True
+                )
                 if high_water is None:
                     for table in ("tickets", "tombstones", "high_water"):
                         connection.execute(f"DELETE FROM {table}")  # noqa: S608
-                    insert_batches(connection, rows, on_progress)
+                    count = insert_batches(connection, taken, on_progress)
                 else:
-                    self._merge(rows, on_progress, high_water)
+                    count = self._merge(taken, on_progress, high_water)
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -253,15 +255,18 @@ class SQLiteWriter:
                 raise
         except sqlite3.Error as error:
             raise store_error(error, self._source, "write") from None
-        return len(rows)
+        return count
 
-    def _merge(self, rows: list[StoredRow], on_progress: Progress | None, high_water: int) -> None:
+    def _merge(
+        self, rows: Iterable[StoredRow], on_progress: Progress | None, high_water: int
+    ) -> int:
         connection = self._connection
         connection.execute(_SNAPSHOT_SQL)
-        insert_batches(connection, rows, on_progress, table="temp.snapshot")
+        count = insert_batches(connection, rows, on_progress, table="temp.snapshot")
         [(floor,)] = connection.execute(_FLOOR_SQL).fetchall()
         for statement in _MERGE_SQL:
             connection.execute(statement, {"n": high_water, "floor": floor})
+        return count
 
     def _stored_versions(self, keys: set[Key]) -> tuple[dict[Key, int], set[Key]]:
         """Return the stored version of each of `keys` stored, and the keys of tombstones."""
