@@ -273,6 +273,13 @@ FIELDS_RULE = (
             'the key is not "tenant:" followed by the ticket\'s own id',
             id="colon-in-tenant",
         ),
+        pytest.param(
+            b'{"alpha:TKT-001": {"id": "TKT-001", "title": "t", "status": "open"},'
+            b' "alpha:TKT-002": {"id": "TKT-002", "title": "t", "status": "open"},'
+            b' "alpha:TKT-001": {"id": "TKT-001", "title": "u", "status": "open"}}',
+            "{path}: record 3 (in file order): the key was given before",
+            id="key-given-twice",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["acceptance", "call"])

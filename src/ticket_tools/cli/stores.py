@@ -22,12 +22,14 @@ from ticket_tools.stores.records import (
     NOT_AN_OBJECT_RULE,
     RecordsError,
     StoredRow,
+    duplicate_key,
     record_rows,
 )
 from ticket_tools.stores.records_stream import (
     MAX_RECORD_CHARS,
     RecordsReader,
     RecordsSyntaxError,
+    iter_records,
 )
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
@@ -227,9 +229,25 @@ def _load_records(path: Path, id_format: IdFormat, raw_titles: bool) -> tuple[Re
     try:
         records, cleaned = clean_records(read_records(path), raw=raw_titles)
         record_rows(records, id_format=id_format)
+        _refuse_repeated_keys(path)
     except RecordsError as error:
         raise CommandError(f"{path}: {error}") from None
     return cast(Records, records), cleaned
+
+
+def _refuse_repeated_keys(path: Path) -> None:
+    """Raise `duplicate_key` for a key the file gives twice, as an import refuses it.
+
+    The parsed object kept only the last value of such a key; the file is read once more
+    as `import` reads it, to find the second one's position. It was just read whole, so
+    it can be read again (a file changed meanwhile is read as it is now).
+    """
+    seen: set[str] = set()
+    with contextlib.suppress(OSError, RecordsSyntaxError), path.open("rb") as stream:
+        for position, (key, _) in enumerate(iter_records(stream), start=1):
+            if key in seen:
+                raise duplicate_key(position)
+            seen.add(key)
 
 
 def _run_import(options: argparse.Namespace) -> int:
