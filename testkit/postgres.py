@@ -128,6 +128,24 @@ def _children(parent: int) -> list[int]:
     return children
 
 
+def _state(pid: int) -> str | None:
+    """Return a process's state letter from /proc ("T": stopped), None once it has ended."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rpartition(")")[2].split()[0]
+
+
+def _wait_stopped(pids: list[int]) -> None:
+    """Wait until every one of `pids` is stopped (or gone); RuntimeError past TIMEOUT_SECONDS."""
+    deadline = time.monotonic() + TIMEOUT_SECONDS
+    while any(_state(pid) not in ("T", None) for pid in pids):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the server's processes did not stop on SIGSTOP")
+        time.sleep(0.01)
+
+
 def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
@@ -205,6 +223,7 @@ class ThrowawayCluster:
             for child in _children(postmaster):
                 os.kill(child, signal.SIGSTOP)
                 stopped.append(child)
+            _wait_stopped(stopped)  # a signal is delivered later than kill() returns
             yield
         finally:
             for pid in reversed(stopped):

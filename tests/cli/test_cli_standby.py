@@ -6,12 +6,11 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from standby_tickets import replicated_tickets
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster
 from ticket_tools.cli import main
-from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.schema import describe
 
 OWNER = "ticket_owner"
@@ -24,17 +23,9 @@ HINT = (
 Captured = pytest.CaptureFixture[str]
 
 
-def _setup(primary: ThrowawayCluster) -> None:
-    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-        import_records(connection, RECORDS)
-
-
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[ReplicatedClusters]:
-    with replicated(1, _setup) as pair:
+    with replicated_tickets(RECORDS, reader=None) as pair:
         yield pair
 
 

@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
 from replica_support import NO_STORE_TIMEOUT, metric, origin, request, wait_until
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from standby_tickets import replicated_tickets
+from testkit.postgres import ReplicatedClusters
 from testkit.server import HttpServer
 from testkit.tokens import Issuer
 from ticket_tools.serve import probes
-from ticket_tools.stores.postgres.importer import import_records
 
 OWNER = "ticket_owner"
 READER = "ticket_reader"
@@ -35,18 +34,9 @@ READY = (200, {"status": "ready"})
 STALE = (503, {"status": "store stale"})
 
 
-def _setup(primary: ThrowawayCluster) -> None:
-    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-        connection.execute(f"CREATE ROLE {READER} LOGIN")
-        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-        import_records(connection, RECORDS, grant_to=READER)
-
-
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[ReplicatedClusters]:
-    with replicated(1, _setup) as pair:
+    with replicated_tickets(RECORDS) as pair:
         yield pair
 
 

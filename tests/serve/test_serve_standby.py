@@ -13,15 +13,14 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from live_servers import HttpCaller, StdioServer
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from standby_tickets import replicated_tickets
+from testkit.postgres import ReplicatedClusters
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools.serve.server import UNAVAILABLE_DETAIL
-from ticket_tools.stores.postgres.importer import import_records
 
 OWNER = "ticket_owner"
 READER = "ticket_reader"
@@ -32,18 +31,9 @@ UNAVAILABLE = {"ok": False, "code": "unavailable", "detail": UNAVAILABLE_DETAIL}
 GIVE_UP_CALLS = 200
 
 
-def _setup(primary: ThrowawayCluster) -> None:
-    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-        connection.execute(f"CREATE ROLE {READER} LOGIN")
-        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-        import_records(connection, {"alpha:TKT-101": {**OLD, "tenant": "alpha"}}, grant_to=READER)
-
-
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[ReplicatedClusters]:
-    with replicated(1, _setup) as pair:
+    with replicated_tickets({"alpha:TKT-101": {**OLD, "tenant": "alpha"}}) as pair:
         yield pair
 
 

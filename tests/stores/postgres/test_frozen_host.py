@@ -13,13 +13,12 @@ import threading
 from collections.abc import Iterator
 
 import anyio
-import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from standby_tickets import replicated_tickets
+from testkit.postgres import ReplicatedClusters
 from ticket_tools.serve.workers import StoreCalls, StoreUnavailable, WorkerLimits
 from ticket_tools.stores import StoreFailure
-from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.tickets import Ticket
 
@@ -30,21 +29,12 @@ OLD: Ticket = {"id": "TKT-101", "title": "old", "status": "open"}
 NEW: Ticket = {"id": "TKT-101", "title": "new", "status": "open"}
 # Only reached when a reader never moves: the tests never wait for time to pass.
 GIVE_UP_CALLS = 60
-
-
-def _setup(primary: ThrowawayCluster) -> None:
-    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-        connection.execute(f"CREATE ROLE {READER} LOGIN")
-        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-    records = {f"{tenant}:TKT-101": {**OLD, "tenant": tenant} for tenant in TENANTS}
-    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-        import_records(connection, records, grant_to=READER)
+RECORDS = {f"{tenant}:TKT-101": {**OLD, "tenant": tenant} for tenant in TENANTS}
 
 
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[ReplicatedClusters]:
-    with replicated(1, _setup) as pair:
+    with replicated_tickets(RECORDS) as pair:
         yield pair
 
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
-import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from standby_tickets import replicated_tickets
+from testkit.postgres import ReplicatedClusters
 from ticket_tools.stores import StoreFailure
-from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.tickets import Ticket
 
@@ -26,18 +25,9 @@ SET_CLOSED = "UPDATE tickets SET status = 'closed' WHERE tenant = 'alpha' AND id
 SET_PENDING = "UPDATE tickets SET title = 'Jam again' WHERE tenant = 'alpha' AND id = 'TKT-101'"
 
 
-def _setup(primary: ThrowawayCluster) -> None:
-    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-        connection.execute(f"CREATE ROLE {READER} LOGIN")
-        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-        import_records(connection, RECORDS, grant_to=READER)
-
-
 @pytest.fixture
 def clusters() -> Iterator[ReplicatedClusters]:
-    with replicated(1, _setup) as pair:
+    with replicated_tickets(RECORDS) as pair:
         yield pair
 
 

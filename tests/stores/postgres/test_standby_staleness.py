@@ -10,12 +10,11 @@ import math
 import time
 from collections.abc import Callable, Iterator
 
-import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from standby_tickets import replicated_tickets
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster
 from ticket_tools.stores.postgres import store as store_module
-from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.store import PostgresStore
 
 OWNER = "ticket_owner"
@@ -28,25 +27,16 @@ IDLE_SECONDS = 2.0  # the primary's idle time after which the naive measure says
 DEADLINE_SECONDS = 60
 
 
-def _setup(primary: ThrowawayCluster) -> None:
-    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-        connection.execute(f"CREATE ROLE {READER} LOGIN")
-        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-        import_records(connection, RECORDS, grant_to=READER)
-
-
 @pytest.fixture(scope="module")
 def clusters() -> Iterator[ReplicatedClusters]:
-    with replicated(1, _setup) as pair:
+    with replicated_tickets(RECORDS) as pair:
         yield pair
 
 
 @pytest.fixture
 def fresh() -> Iterator[ReplicatedClusters]:
     """A pair whose standby has replayed no commit since it started."""
-    with replicated(1, _setup) as pair:
+    with replicated_tickets(RECORDS) as pair:
         yield pair
 
 
