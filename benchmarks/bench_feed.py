@@ -376,10 +376,8 @@ def _section(  # noqa: PLR0917 - one call per store, every argument its own
 
 
 def _postgres(folder: Path, versions: Versions, records_file: Path) -> Generator[None]:
-    import psycopg  # noqa: PLC0415 - optional here
 
-    from testkit.postgres import ThrowawayCluster, find_binaries  # noqa: PLC0415
-    from ticket_tools.stores.postgres.importer import import_records  # noqa: PLC0415
+    from testkit.postgres import ThrowawayCluster, create_tickets, find_binaries  # noqa: PLC0415
     from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
     from ticket_tools.stores.postgres.writer import PostgresWriter  # noqa: PLC0415
 
@@ -390,13 +388,7 @@ def _postgres(folder: Path, versions: Versions, records_file: Path) -> Generator
     cluster = ThrowawayCluster(binaries)
     try:
         cluster.start()
-        with psycopg.connect(cluster.dsn(), autocommit=True) as superuser:
-            superuser.execute(f"CREATE ROLE {OWNER} LOGIN")
-            superuser.execute(f"CREATE ROLE {READER} LOGIN")
-            superuser.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-        owner = cluster.dsn(OWNER, "tickets")
-        with psycopg.connect(owner) as connection:
-            import_records(connection, stored_records(), grant_to=READER)
+        owner = create_tickets(cluster, stored_records(), owner=OWNER, reader=READER)
         yield
         with PostgresStore.open(cluster.dsn(READER, "tickets")) as store:
             _section(

@@ -125,10 +125,8 @@ def main() -> None:
 
 
 def _postgres(folder: Path) -> None:
-    import psycopg  # noqa: PLC0415 - optional here
 
-    from testkit.postgres import ThrowawayCluster, find_binaries  # noqa: PLC0415
-    from ticket_tools.stores.postgres.importer import import_records  # noqa: PLC0415
+    from testkit.postgres import ThrowawayCluster, create_tickets, find_binaries  # noqa: PLC0415
     from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
 
     binaries = find_binaries()
@@ -138,13 +136,7 @@ def _postgres(folder: Path) -> None:
     cluster = ThrowawayCluster(binaries)
     try:
         cluster.start()
-        with psycopg.connect(cluster.dsn(), autocommit=True) as superuser:
-            superuser.execute(f"CREATE ROLE {OWNER} LOGIN")
-            superuser.execute(f"CREATE ROLE {READER} LOGIN")
-            superuser.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-        owner = cluster.dsn(OWNER, "tickets")
-        with psycopg.connect(owner) as connection:
-            import_records(connection, _records("v0"), grant_to=READER)
+        owner = create_tickets(cluster, _records("v0"), owner=OWNER, reader=READER)
         with PostgresStore.open(cluster.dsn(READER, "tickets")) as store:
             _both("postgres", store, ["--postgres", owner], folder)
     finally:

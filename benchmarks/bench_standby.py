@@ -125,10 +125,13 @@ def _staleness_under_feed(store: PostgresStore, feeder: Feeder) -> None:
 
 def main() -> None:
     """Start a primary and a standby, feed the primary, measure the standby's readers."""
-    import psycopg  # noqa: PLC0415 - optional here
 
-    from testkit.postgres import ThrowawayCluster, find_binaries, replicated  # noqa: PLC0415
-    from ticket_tools.stores.postgres.importer import import_records  # noqa: PLC0415
+    from testkit.postgres import (  # noqa: PLC0415
+        ThrowawayCluster,
+        create_tickets,
+        find_binaries,
+        replicated,
+    )
     from ticket_tools.stores.postgres.store import PostgresStore  # noqa: PLC0415
 
     if find_binaries() is None:
@@ -136,12 +139,7 @@ def main() -> None:
         return
 
     def setup(primary: ThrowawayCluster) -> None:
-        with psycopg.connect(primary.dsn(), autocommit=True) as superuser:
-            superuser.execute(f"CREATE ROLE {OWNER} LOGIN")
-            superuser.execute(f"CREATE ROLE {READER} LOGIN")
-            superuser.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-        with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-            import_records(connection, bench_feed.stored_records(), grant_to=READER)
+        create_tickets(primary, bench_feed.stored_records(), owner=OWNER, reader=READER)
 
     stored = bench_feed.TENANTS * bench_feed.PER_TENANT
     with tempfile.TemporaryDirectory(prefix="bench-standby-") as name, replicated(1, setup) as pair:

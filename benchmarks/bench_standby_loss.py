@@ -19,11 +19,9 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import anyio
-import psycopg
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster, create_tickets, replicated
 from ticket_tools.serve.workers import StoreCalls, StoreUnavailable, WorkerLimits
-from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.store import PostgresStore
 
 ROUNDS = 5
@@ -35,16 +33,11 @@ GIVE_UP_SECONDS = 30.0
 
 
 def _setup(primary: ThrowawayCluster) -> None:
-    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-        connection.execute(f"CREATE ROLE {READER} LOGIN")
-        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
     records = {
         f"{tenant}:TKT-101": {"id": "TKT-101", "tenant": tenant, "title": "v0", "status": "open"}
         for tenant in TENANTS
     }
-    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-        import_records(connection, records, grant_to=READER)
+    create_tickets(primary, records, owner=OWNER, reader=READER)
 
 
 class _Round:

@@ -31,7 +31,10 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from ticket_tools import Records
 
 BIN_VARIABLE = "TICKET_TOOLS_PG_BIN"
 PROGRAMS = ("initdb", "pg_ctl", "postgres", "psql")
@@ -331,6 +334,29 @@ class ReplicatedClusters:
                 standby.destroy()
         finally:
             self.primary.destroy()
+
+
+def create_tickets(
+    cluster: ThrowawayCluster, records: Records, *, owner: str, reader: str | None
+) -> str:
+    """Create the owner's role (and the reader's), a `tickets` database the owner owns,
+    and import `records` into it as the owner, granted to the reader; return the owner's DSN.
+
+    What every test, benchmark and load phase on PostgreSQL starts from (docs/postgres.md's
+    set-up), written once. Needs the postgres extra (psycopg).
+    """
+    import psycopg  # noqa: PLC0415 - the postgres extra, needed here only
+
+    from ticket_tools.stores.postgres.importer import import_records  # noqa: PLC0415
+
+    with psycopg.connect(cluster.dsn(), autocommit=True) as superuser:
+        for role in (owner,) if reader is None else (owner, reader):
+            superuser.execute(f"CREATE ROLE {role} LOGIN")
+        superuser.execute(f"CREATE DATABASE tickets OWNER {owner}")
+    dsn = cluster.dsn(owner, "tickets")
+    with psycopg.connect(dsn) as connection:
+        import_records(connection, records, grant_to=reader)
+    return dsn
 
 
 @contextlib.contextmanager

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from contextlib import AbstractContextManager
 
-import psycopg
-
 from conftest import OWNER, READER
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, replicated
+from testkit.postgres import ReplicatedClusters, ThrowawayCluster, create_tickets, replicated
 from ticket_tools import Records
-from ticket_tools.stores.postgres.importer import import_records
 
 
 def replicated_tickets(
@@ -23,12 +20,6 @@ def replicated_tickets(
     """Return a block holding a primary with `records` imported and `standbys` standbys."""
 
     def setup(primary: ThrowawayCluster) -> None:
-        with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-            connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-            if reader is not None:
-                connection.execute(f"CREATE ROLE {reader} LOGIN")
-            connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-        with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-            import_records(connection, records, grant_to=reader)
+        create_tickets(primary, records, owner=OWNER, reader=reader)
 
     return replicated(standbys, setup)

@@ -8,8 +8,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from testkit.postgres import ReplicatedClusters, ThrowawayCluster, _children, replicated
-from ticket_tools.stores.postgres.importer import import_records
+from testkit.postgres import (
+    ReplicatedClusters,
+    ThrowawayCluster,
+    _children,
+    create_tickets,
+    replicated,
+)
 
 OWNER = "ticket_owner"
 READER = "ticket_reader"
@@ -26,12 +31,7 @@ RECORDS = {
 
 
 def _setup(primary: ThrowawayCluster) -> None:
-    with psycopg.connect(primary.dsn(), autocommit=True) as connection:
-        connection.execute(f"CREATE ROLE {OWNER} LOGIN")
-        connection.execute(f"CREATE ROLE {READER} LOGIN")
-        connection.execute(f"CREATE DATABASE tickets OWNER {OWNER}")
-    with psycopg.connect(primary.dsn(OWNER, "tickets")) as connection:
-        import_records(connection, RECORDS, grant_to=READER)
+    create_tickets(primary, RECORDS, owner=OWNER, reader=READER)
 
 
 @pytest.fixture(scope="module")

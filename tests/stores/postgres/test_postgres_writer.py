@@ -321,19 +321,27 @@ def _refused_then_migrated(dsns: dict[str, str], version: int, migration: Sequen
             connection.execute(statement)
 
 
-def test_open_refuses_a_schema_version_4_database_and_the_migration_keeps_its_data(
-    dsns: dict[str, str],
-) -> None:
+def _fed_then_migrated(dsns: dict[str, str], version: int, migration: Sequence[str]) -> None:
+    """Feed a database, take it back to `version`, migrate it: its rows and versions kept.
+
+    After it, TKT-101 is at version 5 ("kept"), TKT-102 buried at 8, TKT-103 new at 1.
+    """
     with PostgresWriter.open(dsns["owner"]) as writer:
         assert writer.apply([up("TKT-101", 5, "kept"), delete("TKT-102", 8)]) == Counts(1, 1, 0)
     before = dump(dsns["super"])
-    _downgrade(dsns["owner"], 4)
-    _refused_then_migrated(dsns, 4, MIGRATE_FROM_4)
+    _downgrade(dsns["owner"], version)
+    _refused_then_migrated(dsns, version, migration)
     assert dump(dsns["super"]) == before
     with PostgresWriter.open(dsns["owner"]) as writer:
         assert writer.apply([up("TKT-101", 4), up("TKT-102", 7), up("TKT-103", 1)]) == Counts(
             1, 0, 2
         )
+
+
+def test_open_refuses_a_schema_version_4_database_and_the_migration_keeps_its_data(
+    dsns: dict[str, str],
+) -> None:
+    _fed_then_migrated(dsns, 4, MIGRATE_FROM_4)
     with psycopg.connect(dsns["owner"]) as connection:
         assert connection.execute("SELECT * FROM high_water").fetchall() == []
 
@@ -341,16 +349,7 @@ def test_open_refuses_a_schema_version_4_database_and_the_migration_keeps_its_da
 def test_open_refuses_a_schema_version_3_database_and_the_migration_keeps_its_data(
     dsns: dict[str, str],
 ) -> None:
-    with PostgresWriter.open(dsns["owner"]) as writer:
-        assert writer.apply([up("TKT-101", 5, "kept"), delete("TKT-102", 8)]) == Counts(1, 1, 0)
-    before = dump(dsns["super"])
-    _downgrade(dsns["owner"], 3)
-    _refused_then_migrated(dsns, 3, MIGRATE_FROM_3)
-    assert dump(dsns["super"]) == before
-    with PostgresWriter.open(dsns["owner"]) as writer:
-        assert writer.apply([up("TKT-101", 4), up("TKT-102", 7), up("TKT-103", 1)]) == Counts(
-            1, 0, 2
-        )
+    _fed_then_migrated(dsns, 3, MIGRATE_FROM_3)
     with PostgresStore.open(dsns["reader"]) as store:
         assert [store.get("alpha", f"TKT-10{n}") for n in (1, 2, 3)] == [
             {"id": "TKT-101", "title": "kept", "status": "open"},
