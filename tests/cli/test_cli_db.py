@@ -92,7 +92,7 @@ UNUSABLE = {
     "missing": "no database at {db}",
     "locked": "{db} is locked by another connection; try again",
     "not-sqlite": "{db} is not an SQLite database",
-    "wrong-schema": "{db} is not a ticket database of schema version 5: "
+    "wrong-schema": "{db} is not a ticket database of schema version 6: "
     "it was not made by ticket-tools import",
     "folder": "cannot read {db}: it is a folder",
 }

@@ -15,7 +15,6 @@ from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.schema import (
     APPLICATION_ID,
     HIGH_WATER,
-    MIGRATE_FROM_4,
     SCHEMA,
     SCHEMA_VERSION,
     TOMBSTONES,
@@ -24,9 +23,12 @@ from ticket_tools.stores.sqlite.schema import (
     tombstones_sql,
 )
 from ticket_tools.stores.sqlite.store import SQLiteStore
+from ticket_tools.stores.sqlite.title_index import INDEX_SCHEMA, TITLE_GRAMS
 from wide_ids import SIX, widened
 
-NOT_OURS = "{path} is not a ticket database of schema version 5: "
+NOT_OURS = "{path} is not a ticket database of schema version 6: "
+# What schema version 5 made; version 6 adds INDEX_SCHEMA.
+V5 = [SCHEMA, TOMBSTONES, HIGH_WATER]
 TABLES_DIFFER = NOT_OURS + "its tables differ from the ones import creates"
 
 
@@ -52,7 +54,16 @@ def _craft(
 
 def _variant(old: str, new: str) -> list[str]:
     assert old in SCHEMA
-    return [SCHEMA.replace(old, new), TOMBSTONES, HIGH_WATER]
+    return [SCHEMA.replace(old, new), TOMBSTONES, HIGH_WATER, *INDEX_SCHEMA]
+
+
+def _index_variant(old: str, new: str) -> list[str]:
+    assert old in TITLE_GRAMS
+    schema = [*V5, *INDEX_SCHEMA]
+    return [
+        statement.replace(old, new) if statement == TITLE_GRAMS else statement
+        for statement in schema
+    ]
 
 
 # Issue 12, item 2: each of these passed the old check (it read the column list only).
@@ -70,35 +81,40 @@ CRAFTED = [
     pytest.param(_variant(") WITHOUT ROWID", ")"), id="rowid-table"),
     pytest.param(_variant(" AND version >= 0", ""), id="version-may-be-negative"),
     pytest.param(
-        [
-            SCHEMA,
-            TOMBSTONES,
-            HIGH_WATER,
-            "CREATE INDEX by_tenant ON tickets (tenant COLLATE NOCASE)",
-        ],
+        [*V5, *INDEX_SCHEMA, "CREATE INDEX by_tenant ON tickets (tenant COLLATE NOCASE)"],
         id="extra-index",
     ),
     pytest.param(
-        [SCHEMA, TOMBSTONES, HIGH_WATER, "CREATE VIEW everything AS SELECT * FROM tickets"],
+        [*V5, *INDEX_SCHEMA, "CREATE VIEW everything AS SELECT * FROM tickets"],
         id="extra-view",
     ),
+    pytest.param([*V5, *INDEX_SCHEMA, "CREATE TABLE notes (body TEXT)"], id="extra-table"),
+    pytest.param([SCHEMA, HIGH_WATER, *INDEX_SCHEMA], id="no-tombstones"),
+    pytest.param([SCHEMA, TOMBSTONES, *INDEX_SCHEMA], id="no-high-water"),
     pytest.param(
-        [SCHEMA, TOMBSTONES, HIGH_WATER, "CREATE TABLE notes (body TEXT)"], id="extra-table"
-    ),
-    pytest.param([SCHEMA, HIGH_WATER], id="no-tombstones"),
-    pytest.param([SCHEMA, TOMBSTONES], id="no-high-water"),
-    pytest.param(
-        [SCHEMA, TOMBSTONES, HIGH_WATER.replace(" AND version >= 0", "")],
+        [SCHEMA, TOMBSTONES, HIGH_WATER.replace(" AND version >= 0", ""), *INDEX_SCHEMA],
         id="high-water-may-be-negative",
     ),
     pytest.param(
-        [SCHEMA, TOMBSTONES.replace(" AND id GLOB 'TKT-[0-9][0-9][0-9]'", ""), HIGH_WATER],
+        [
+            SCHEMA,
+            TOMBSTONES.replace(" AND id GLOB 'TKT-[0-9][0-9][0-9]'", ""),
+            HIGH_WATER,
+            *INDEX_SCHEMA,
+        ],
         id="tombstone-id-unchecked",
     ),
     pytest.param(
-        [SCHEMA, TOMBSTONES.replace(" AND version >= 0", ""), HIGH_WATER],
+        [SCHEMA, TOMBSTONES.replace(" AND version >= 0", ""), HIGH_WATER, *INDEX_SCHEMA],
         id="tombstone-version-unchecked",
     ),
+    pytest.param(V5, id="no-title-index"),
+    pytest.param([*V5, *INDEX_SCHEMA[1:]], id="no-status-index"),
+    pytest.param(
+        _index_variant("tenant TEXT NOT NULL", "tenant TEXT NOT NULL COLLATE NOCASE"),
+        id="title-index-tenant-nocase",
+    ),
+    pytest.param(_index_variant(") WITHOUT ROWID", ")"), id="title-index-rowid-table"),
 ]
 
 
@@ -113,7 +129,7 @@ def test_open_refuses_any_other_schema(tmp_path: Path, statements: list[str]) ->
 
 def test_the_exact_schema_opens(tmp_path: Path) -> None:
     path = tmp_path / "crafted.sqlite"
-    _craft(path, [SCHEMA, TOMBSTONES, HIGH_WATER])
+    _craft(path, [*V5, *INDEX_SCHEMA])
     with SQLiteStore.open(path) as store:
         assert store.find("alpha", TicketFilter(), limit=None) == [
             {"id": "TKT-101", "title": "Login fails", "status": "open"}
@@ -121,32 +137,11 @@ def test_the_exact_schema_opens(tmp_path: Path) -> None:
         assert store.find("ALPHA", TicketFilter(), limit=None) == []
 
 
-def test_the_migration_from_version_4_keeps_the_rows(tmp_path: Path) -> None:
-    path = tmp_path / "v4.sqlite"
-    _craft(path, [SCHEMA, TOMBSTONES], version=4)
-    connection = sqlite3.connect(path, isolation_level=None)
-    connection.execute("INSERT INTO tombstones VALUES ('alpha', 'TKT-102', 8)")
-    connection.execute("BEGIN")
-    for statement in MIGRATE_FROM_4:
-        connection.execute(statement)
-    connection.execute("COMMIT")
-    connection.close()
-    with SQLiteStore.open(path) as store:
-        assert store.find("alpha", TicketFilter(), limit=None) == [
-            {"id": "TKT-101", "title": "Login fails", "status": "open"}
-        ]
-    with sqlite3.connect(path) as connection:
-        assert connection.execute("SELECT * FROM tombstones").fetchall() == [
-            ("alpha", "TKT-102", 8)
-        ]
-        assert connection.execute("SELECT * FROM high_water").fetchall() == []
-
-
 @pytest.mark.parametrize("encoding", ["UTF-16le", "UTF-16be"])
 def test_open_refuses_text_stored_as_utf16(tmp_path: Path, encoding: str) -> None:
     # UTF-16 bytes do not sort in code-point order, so pages would come out of order.
     path = tmp_path / "crafted.sqlite"
-    _craft(path, [SCHEMA, TOMBSTONES, HIGH_WATER], encoding=encoding)
+    _craft(path, [*V5, *INDEX_SCHEMA], encoding=encoding)
     with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(path)
     assert str(raised.value) == NOT_OURS.format(path=path) + "its text is not stored as UTF-8"
@@ -156,7 +151,7 @@ def _stamped(
     *, application_id: int = APPLICATION_ID, version: int = SCHEMA_VERSION
 ) -> Callable[[Path], None]:
     return lambda path: _craft(
-        path, [SCHEMA, TOMBSTONES, HIGH_WATER], application_id=application_id, version=version
+        path, [*V5, *INDEX_SCHEMA], application_id=application_id, version=version
     )
 
 
@@ -216,12 +211,17 @@ OPEN_CASES = [
     pytest.param(
         lambda path: _craft(path, [SCHEMA, TOMBSTONES], version=4),
         "schema",
-        NOT_OURS + "it has schema version 4; to migrate, run docs/stores.md's migration "
-        "statements on it (sqlite3 FILE)",
+        NOT_OURS + "it has schema version 4; to migrate, run ticket-tools migrate --db FILE",
         id="schema-version-4",
     ),
     pytest.param(
-        _stamped(version=6),
+        lambda path: _craft(path, V5, version=5),
+        "schema",
+        NOT_OURS + "it has schema version 5; to migrate, run ticket-tools migrate --db FILE",
+        id="schema-version-5",
+    ),
+    pytest.param(
+        _stamped(version=7),
         "schema",
         NOT_OURS + "it was made by a newer version of ticket-tools",
         id="newer-schema-version",

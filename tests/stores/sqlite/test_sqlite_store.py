@@ -47,18 +47,32 @@ def as_store(made: Records | TicketStore) -> TicketStore:
 # --- The page query reads the primary key: no full scan, no sort ---
 
 
-@pytest.mark.parametrize("status", [None, "open"], ids=["any-status", "status"])
 @pytest.mark.parametrize("query", [None, "login"], ids=["no-query", "query"])
 @pytest.mark.parametrize(
-    ("after", "plan"),
+    ("status", "after", "plan"),
     [
-        pytest.param(None, ["SEARCH tickets USING PRIMARY KEY (tenant=?)"], id="first-page"),
+        pytest.param(None, None, ["SEARCH tickets USING PRIMARY KEY (tenant=?)"], id="first-page"),
         pytest.param(
-            "TKT-104", ["SEARCH tickets USING PRIMARY KEY (tenant=? AND id>?)"], id="cursor"
+            None,
+            "TKT-104",
+            ["SEARCH tickets USING PRIMARY KEY (tenant=? AND id>?)"],
+            id="cursor",
+        ),
+        pytest.param(
+            "open",
+            None,
+            ["SEARCH tickets USING INDEX tickets_status (tenant=? AND status=?)"],
+            id="status-first-page",
+        ),
+        pytest.param(
+            "open",
+            "TKT-104",
+            ["SEARCH tickets USING INDEX tickets_status (tenant=? AND status=? AND id>?)"],
+            id="status-cursor",
         ),
     ],
 )
-def test_page_query_searches_the_primary_key(
+def test_page_query_searches_a_key_in_id_order(
     fixture_store: SQLiteStore,
     status: str | None,
     query: str | None,
@@ -66,7 +80,8 @@ def test_page_query_searches_the_primary_key(
     plan: list[str],
 ) -> None:
     # One SEARCH line and nothing else: no "SCAN tickets" and no
-    # "USE TEMP B-TREE FOR ORDER BY", because the key order is the ORDER BY.
+    # "USE TEMP B-TREE FOR ORDER BY", because the key order is the ORDER BY: the
+    # primary key's, or the status index's (tenant, status, id) with a status.
     assert fixture_store.query_plan(TicketFilter(status, query, after)) == plan
 
 
@@ -335,14 +350,15 @@ def test_a_limit_beyond_sqlites_integers_means_every_ticket(fixture_store: SQLit
         ),
         pytest.param(
             TicketFilter(status="open", after="TKT-104"),
-            "SELECT id, title, status FROM tickets WHERE tenant = ? AND id > CAST(? AS TEXT) "
-            "AND status = ? ORDER BY id LIMIT ?",
+            "SELECT id, title, status FROM tickets INDEXED BY tickets_status "
+            "WHERE tenant = ? AND id > CAST(? AS TEXT) AND status = ? ORDER BY id LIMIT ?",
             ("alpha", b"TKT-104", "open", 6),
             id="status-and-cursor",
         ),
         pytest.param(
             TicketFilter(status="open", text="Log", after="TKT-104"),
-            "SELECT id, title, status FROM tickets WHERE tenant = ? AND id > CAST(? AS TEXT) "
+            "SELECT id, title, status FROM tickets INDEXED BY tickets_status "
+            "WHERE tenant = ? AND id > CAST(? AS TEXT) "
             "AND status = ? AND ticket_title_contains(title, ?) ORDER BY id LIMIT ?",
             ("alpha", b"TKT-104", "open", "Log", 6),
             id="every-filter",

@@ -296,7 +296,7 @@ def _old_schema(path: Path) -> None:
         pytest.param(
             _old_schema,
             "schema",
-            "{path} is not a ticket database of schema version 5: it has schema version 3; "
+            "{path} is not a ticket database of schema version 6: it has schema version 3; "
             "to migrate, import its records again into a new file "
             "(ticket-tools import RECORDS --db NEW_FILE)",
             id="schema-version-3",

@@ -17,6 +17,7 @@ from ticket_tools.stores.records import (
     with_high_water,
 )
 from ticket_tools.stores.sqlite.schema import create_schema, store_error
+from ticket_tools.stores.sqlite.title_index import IndexProgress, build_index
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # Rows per executemany call during an import; also how often progress is reported.
@@ -48,6 +49,7 @@ def write_database(
     on_progress: Progress | None = None,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
+    on_index: IndexProgress | None = None,
 ) -> int:
     """Write `records` into a new ticket database file; return the ticket count.
 
@@ -58,7 +60,8 @@ def write_database(
     nothing. A key given twice is refused (`duplicate_key`). The file is made for that
     ID width and opens with it only.
     Each ticket is stored at its `"version"` (0 without one); `high_water`, for records
-    with versions, is the store's floor (docs/feed.md).
+    with versions, is the store's floor (docs/feed.md). Then the title index is built
+    from the tickets written (`title_index.build_index`), `on_index` told its progress.
     The database is built beside `path` in a hidden temporary folder and linked into
     place when complete: a failure or an interrupt leaves nothing behind, a reader
     never sees a half-built database, and an existing `path` is never overwritten.
@@ -77,7 +80,15 @@ def write_database(
     try:
         # Created here, not by SQLite (0644) nor by mkstemp (0600): the umask decides.
         os.close(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE))
-        count = _fill(temporary, rows, on_progress, str(path), id_format, high_water=high_water)
+        count = _fill(
+            temporary,
+            rows,
+            on_progress,
+            str(path),
+            id_format,
+            high_water=high_water,
+            on_index=on_index,
+        )
         # A hard link puts the complete file in place, and fails if `path` appeared
         # meanwhile: unlike a rename, it never replaces a file.
         os.link(temporary, path)
@@ -94,6 +105,7 @@ def _fill(
     id_format: IdFormat,
     *,
     high_water: int | None,
+    on_index: IndexProgress | None,
 ) -> int:
     try:
         connection = sqlite3.connect(file, isolation_level=None)
@@ -102,7 +114,12 @@ def _fill(
             connection.execute("PRAGMA journal_mode = OFF")
             connection.execute("PRAGMA synchronous = OFF")
             count = insert_rows(
-                connection, rows, on_progress, id_format=id_format, high_water=high_water
+                connection,
+                rows,
+                on_progress,
+                id_format=id_format,
+                high_water=high_water,
+                on_index=on_index,
             )
             # Persistent in the file: readers then never wait for `apply`'s writes
             # (docs/feed.md), and a reader's snapshot never blocks a writer.
@@ -121,8 +138,9 @@ def insert_rows(
     *,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
+    on_index: IndexProgress | None = None,
 ) -> int:
-    """Create the schema for ids of `id_format`, insert every row: one transaction.
+    """Create the schema for ids of `id_format`, insert every row, build the index: one transaction.
 
     Each row at its version (0 without one); `high_water` is stored as the floor.
     Return the row count.
@@ -132,6 +150,7 @@ def insert_rows(
     count = insert_batches(connection, rows, on_progress)
     if high_water is not None:
         connection.execute("INSERT INTO high_water VALUES (?)", (high_water,))
+    build_index(connection, on_index)
     connection.execute("COMMIT")
     return count
 

@@ -6,6 +6,13 @@ import sqlite3
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.records import IdWidthError
+from ticket_tools.stores.sqlite.title_index import (
+    GRAM_COUNTS,
+    STATUS_INDEX,
+    TENANT_SIZES,
+    TITLE_GRAMS,
+    create_index_schema,
+)
 from ticket_tools.tickets import ID_FORMAT, ID_PREFIX, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 # Written into the file header so `open` can tell a ticket database of this schema
@@ -16,7 +23,10 @@ APPLICATION_ID = 0x544B5431  # "TKT1"
 # an id of another width and `open` can tell which width a file was made for.
 # 4: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
 # 5: the high_water table, the floor a refresh from a versioned snapshot leaves.
-SCHEMA_VERSION = 5
+# 6: the status index and the title index's tables (`title_index.py`).
+SCHEMA_VERSION = 6
+MIGRATES_FROM = (4, 5)
+"""The schema versions `ticket-tools migrate` turns into this one, in place."""
 
 # Only the three public fields are stored: internal fields are dropped at import,
 # so no query, bug or future column list can ever return them. WITHOUT ROWID makes
@@ -54,10 +64,9 @@ HIGH_WATER = """CREATE TABLE high_water (
     version INTEGER NOT NULL CHECK (typeof(version) = 'integer' AND version >= 0)
 )"""
 
-MIGRATE_FROM_4 = (HIGH_WATER, f"PRAGMA user_version = {SCHEMA_VERSION}")
-"""What turns a schema version 4 file into this version, in one transaction (`sqlite3
-FILE` then `BEGIN;`, these, `COMMIT;`): the empty high_water table. Rows, versions and
-tombstones stay as they are (docs/stores.md)."""
+MIGRATE_FROM_4 = (HIGH_WATER,)
+"""What turns a schema version 4 file into version 5: the empty high_water table. Rows,
+versions and tombstones stay as they are; `migrate.py` runs it, then version 6's."""
 
 
 def schema_sql(id_format: IdFormat = ID_FORMAT) -> str:
@@ -74,13 +83,24 @@ def _id_glob(id_format: IdFormat) -> str:
     return ID_PREFIX + "[0-9]" * id_format.digits
 
 
-def _objects(id_format: IdFormat) -> list[tuple[object, ...]]:
-    """The rows of sqlite_master (ordered by name) of a database for IDs of `id_format`."""
-    return [
+def _objects(id_format: IdFormat, version: int = SCHEMA_VERSION) -> list[tuple[object, ...]]:
+    """The rows of sqlite_master (ordered by name) of a database for IDs of `id_format`.
+
+    Those of schema `version` (4, 5 or this one): what a file to migrate must hold.
+    """
+    objects: list[tuple[object, ...]] = [
+        ("table", "gram_counts", "gram_counts", GRAM_COUNTS),
         ("table", "high_water", "high_water", HIGH_WATER),
+        ("table", "tenant_sizes", "tenant_sizes", TENANT_SIZES),
         ("table", "tickets", "tickets", schema_sql(id_format)),
+        ("index", "tickets_status", "tickets", STATUS_INDEX),
+        ("table", "title_grams", "title_grams", TITLE_GRAMS),
         ("table", "tombstones", "tombstones", tombstones_sql(id_format)),
     ]
+    kept = {4: {"tickets", "tombstones"}, 5: {"high_water", "tickets", "tombstones"}}
+    if version in kept:
+        return [row for row in objects if row[1] in kept[version]]
+    return objects
 
 
 SCHEMA = schema_sql()
@@ -102,62 +122,72 @@ _CAUSES = {
 
 
 def create_schema(connection: sqlite3.Connection, id_format: IdFormat = ID_FORMAT) -> None:
-    """Stamp the file header and create the three tables (inside the caller's transaction)."""
+    """Stamp the file header and create the tables and index (inside the caller's transaction)."""
     connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
     connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     connection.execute(schema_sql(id_format))
     connection.execute(tombstones_sql(id_format))
     connection.execute(HIGH_WATER)
+    create_index_schema(connection)
 
 
 def check_schema(
-    connection: sqlite3.Connection, source: str, id_format: IdFormat = ID_FORMAT
+    connection: sqlite3.Connection,
+    source: str,
+    id_format: IdFormat = ID_FORMAT,
+    *,
+    version: int = SCHEMA_VERSION,
 ) -> None:
     """Raise StoreFailure("schema") unless the database is exactly what `create_schema` makes.
 
     Exactly: the header stamps, UTF-8 text (SQLite compares TEXT as stored bytes,
-    and only UTF-8 bytes order as Python orders str), and three objects, the tickets
-    and tombstones tables and high_water, declared by the very text of
-    `schema_sql(id_format)`, `tombstones_sql(id_format)` and HIGH_WATER: so no
-    collation, type or constraint can differ, and no index, view or trigger was added.
+    and only UTF-8 bytes order as Python orders str), and seven objects, the tickets
+    and tombstones tables, high_water, the status index and the title index's three
+    tables, declared by the very text of `schema_sql(id_format)`,
+    `tombstones_sql(id_format)`, HIGH_WATER and `title_index.INDEX_SCHEMA`: so no
+    collation, type or constraint can differ, and no other index, view or trigger was added.
     A database made for another ID width is refused with a message naming both widths.
+    `version` 4 or 5 checks a file to migrate: exactly what that version made.
     """
     objects = connection.execute(
         "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
     ).fetchall()
     problem = None
+    found = connection.execute("PRAGMA user_version").fetchone()[0]
     if connection.execute("PRAGMA application_id").fetchone()[0] != APPLICATION_ID:
         problem = "it was not made by ticket-tools import"
-    elif (found := connection.execute("PRAGMA user_version").fetchone()[0]) == 4:
-        problem = (
-            "it has schema version 4; to migrate, run docs/stores.md's migration "
-            "statements on it (sqlite3 FILE)"
-        )
-    elif found < SCHEMA_VERSION:
-        problem = (
-            f"it has schema version {found}; to migrate, import its records again "
-            "into a new file (ticket-tools import RECORDS --db NEW_FILE)"
-        )
-    elif found != SCHEMA_VERSION:
-        problem = "it was made by a newer version of ticket-tools"
-    elif connection.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
+    elif found != version:
+        problem = _version_problem(found)
+    if problem is None and connection.execute("PRAGMA encoding").fetchone()[0] != "UTF-8":
         problem = "its text is not stored as UTF-8"
-    elif objects != _objects(id_format):
-        made_for = _id_digits_of(objects)
+    elif problem is None and objects != _objects(id_format, version):
+        made_for = _id_digits_of(objects, version)
         if made_for is not None:
             raise IdWidthError(source, made_for, id_format)
         problem = "its tables differ from the ones import creates"
     if problem is not None:
         raise StoreFailure(
             "schema",
-            f"{source} is not a ticket database of schema version {SCHEMA_VERSION}: {problem}",
+            f"{source} is not a ticket database of schema version {version}: {problem}",
         )
 
 
-def _id_digits_of(objects: list[tuple[object, ...]]) -> int | None:
+def _version_problem(found: int) -> str:
+    """Say what to do with a database of another schema version than this one."""
+    if found in MIGRATES_FROM:
+        return f"it has schema version {found}; to migrate, run ticket-tools migrate --db FILE"
+    if found < SCHEMA_VERSION:
+        return (
+            f"it has schema version {found}; to migrate, import its records again "
+            "into a new file (ticket-tools import RECORDS --db NEW_FILE)"
+        )
+    return "it was made by a newer version of ticket-tools"
+
+
+def _id_digits_of(objects: list[tuple[object, ...]], version: int) -> int | None:
     """Return the ID width whose schema the database has, if it is one import makes."""
     for digits in range(MIN_ID_DIGITS, MAX_ID_DIGITS + 1):
-        if objects == _objects(IdFormat(digits)):
+        if objects == _objects(IdFormat(digits), version):
             return digits
     return None
 

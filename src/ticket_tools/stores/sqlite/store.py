@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import weakref
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ticket_tools.filters import TicketFilter, title_contains
 from ticket_tools.store import Records, TicketStore
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.index_search import find_with_index
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.records import is_text, record_rows
 from ticket_tools.stores.sqlite.importer import insert_rows, write_database
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
+from ticket_tools.stores.sqlite.title_index import SQLiteSession
 from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
 
 # write_database is also importable from here, where it lived before the import split out.
@@ -43,6 +47,10 @@ _PAGE = PageStatements(
     status="status = ?",
     text=f"{_MATCH_FUNCTION}(title, ?)",
     limit="?",
+    # SQLite has no statistics on the status (import runs no ANALYZE), and without them
+    # it reads the primary key and filters: the status index is named, so that the rare
+    # status is a short range of it, in id order, and the common one stops after `limit`.
+    status_source="tickets INDEXED BY tickets_status",
 )
 
 
@@ -66,6 +74,7 @@ class SQLiteStore(TicketStore):
         The schema must be the one made for ticket IDs of `id_format`.
         """
         self._source = source
+        self._id_format = id_format
         self._lock = threading.Lock()
         self._connection = connection
         self._close = weakref.finalize(self, connection.close)
@@ -152,9 +161,10 @@ class SQLiteStore(TicketStore):
     def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
         """Return the first `limit` (None: all) of `tenant`'s tickets matching `where`, by id.
 
-        One range read of the primary key from (tenant, after) onwards, filtered as
-        it goes and stopped after `limit` rows: the cost follows the rows read in
-        this tenant's range, not the size of the table.
+        Without a text, one range read from (tenant, after) onwards (of the primary key,
+        or of the status index with a status), stopped after `limit` rows. With one, the
+        plan of `index_search` in one read transaction: a short scan, then the title
+        index. Either way the cost follows the rows read, not the size of the table.
         """
         if limit is not None and limit <= 0:  # SQLite reads a negative LIMIT as "no limit".
             return []
@@ -162,14 +172,58 @@ class SQLiteStore(TicketStore):
             is_text(text) for text in (tenant, where.status, where.text) if text is not None
         ):
             return []
-        sql, params = _page_query(tenant, where, limit)
-        return [self._ticket(row) for row in self._select(sql, params)]
+        if where.text is None:
+            sql, params = _page_query(tenant, where, limit)
+            return [self._ticket(row) for row in self._select(sql, params)]
+        with self._session(tenant) as session:
+            return find_with_index(session, where, limit)
 
     def query_plan(self, where: TicketFilter) -> list[str]:
         """Return SQLite's EXPLAIN QUERY PLAN lines for the page query of `where`."""
         sql, params = _page_query("tenant", where, 1)
         rows = self._select(f"EXPLAIN QUERY PLAN {sql}", params)
         return [str(row[3]) for row in rows]
+
+    def search_plans(
+        self, tenant: str, where: TicketFilter, *, limit: int | None
+    ) -> list[list[str]]:
+        """Run `find` and return the EXPLAIN QUERY PLAN lines of each statement it ran."""
+        statements: list[str] = []
+        self._connection.set_trace_callback(statements.append)
+        try:
+            self.find(tenant, where, limit=limit)
+        finally:
+            self._connection.set_trace_callback(None)
+        reads = [sql for sql in statements if sql.startswith("SELECT")]
+        return [
+            [str(row[3]) for row in self._select(f"EXPLAIN QUERY PLAN {sql}", ())] for sql in reads
+        ]
+
+    @contextlib.contextmanager
+    def _session(self, tenant: str) -> Iterator[SQLiteSession]:
+        """Hold the lock and one read transaction (one snapshot) for a search's reads."""
+        if not self._close.alive:
+            raise StoreFailure("unavailable", f"cannot read {self._source}: the store is closed")
+        connection = self._connection
+        with self._lock:
+            session = SQLiteSession(
+                connection,
+                tenant,
+                self._id_format.digits,
+                lambda status, text, after, limit: _page_query(
+                    tenant, TicketFilter(status, text, after), limit
+                ),
+                self._ticket,
+            )
+            try:
+                connection.execute("BEGIN")
+                yield session
+            except sqlite3.Error as error:
+                raise store_error(error, self._source) from None
+            finally:
+                session.close()
+                if connection.in_transaction:
+                    connection.execute("ROLLBACK")
 
     def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         if not self._close.alive:
@@ -180,7 +234,7 @@ class SQLiteStore(TicketStore):
         except sqlite3.Error as error:
             raise store_error(error, self._source) from None
 
-    def _ticket(self, row: tuple[object, ...]) -> Ticket:
+    def _ticket(self, row: Sequence[object]) -> Ticket:
         # The schema's CHECKs keep every value text; only a file edited around SQLite
         # gets here with a BLOB, which would otherwise print as "b'...'".
         if not all(type(value) is str for value in row):

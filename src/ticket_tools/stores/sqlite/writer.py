@@ -11,9 +11,11 @@ from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
+from ticket_tools.stores.index_writes import TitleChange
 from ticket_tools.stores.records import StoredRow, with_high_water
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
+from ticket_tools.stores.sqlite.title_index import IndexProgress, build_index, write_index
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long a batch waits for another writer's lock (a second `apply`) before failing.
@@ -24,10 +26,11 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 # of up to VERSION_KEYS keys, a default batch: 2 variables a key, so fewer where the
 # library's limit is lower (999 before SQLite 3.32). The last column says which table.
 VERSION_KEYS = 1000
+# A stored ticket's title comes too: the title index drops its grams (`write_index`).
 _VERSIONS_SQL = (
     "WITH keys(tenant, id) AS (VALUES {values}) "
-    "SELECT tenant, id, version, 1 FROM keys JOIN tickets USING (tenant, id) "
-    "UNION ALL SELECT tenant, id, version, 0 FROM keys JOIN tombstones USING (tenant, id)"
+    "SELECT tenant, id, version, title FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version, NULL FROM keys JOIN tombstones USING (tenant, id)"
 )
 # The WHERE repeats the version rule `plan` applied under the write lock: a second
 # guard, which never skips a row while the lock is held from the read to the commit.
@@ -161,7 +164,8 @@ class SQLiteWriter:
         """Apply `changes` in one transaction: all of them, or none (on any error or interrupt).
 
         Per key the highest version wins over the stored ticket or tombstone
-        (`feed.plan`); the counts say what each change did.
+        (`feed.plan`); the counts say what each change did. The title index follows
+        the winners in the same transaction (`title_index.write_index`).
         """
         if not self._close.alive:
             raise StoreFailure("unavailable", f"cannot write {self._source}: the writer is closed")
@@ -169,10 +173,22 @@ class SQLiteWriter:
         try:
             self._begin()
             try:
-                stored, buried = self._stored_versions({change.key for change in changes})
+                stored, titles = self._stored_versions({change.key for change in changes})
                 [(floor,)] = connection.execute(_FLOOR_SQL).fetchall()
                 winners, counts = plan(changes, stored, floor)
-                self._write(list(winners.values()), stored, buried)
+                self._write(list(winners.values()), stored, titles)
+                write_index(
+                    connection,
+                    [
+                        TitleChange(
+                            change.tenant,
+                            change.id,
+                            titles.get(change.key),
+                            change.title if change.op == "upsert" else None,
+                        )
+                        for change in winners.values()
+                    ],
+                )
                 connection.execute("COMMIT")
             except BaseException:
                 # Also on KeyboardInterrupt: the batch is never half applied. SQLite
@@ -217,6 +233,7 @@ class SQLiteWriter:
         on_progress: Progress | None = None,
         *,
         high_water: int | None = None,
+        on_index: IndexProgress | None = None,
     ) -> int:
         """Refresh every ticket from `rows`, atomically; return the row count.
 
@@ -232,8 +249,9 @@ class SQLiteWriter:
         function that returns them, called once the write lock is held: a batch of
         `apply` then waits and lands on the new set. The rows are written as they are
         taken (a records file streamed, `records_stream`): a row refused by a rule, or a
-        key given twice (`insert_batches`), rolls it all back. Raises RecordsError when
-        `high_water` does not fit the rows (`with_high_water`).
+        key given twice (`insert_batches`), rolls it all back. The title index is then
+        built afresh from the new set (`on_index` told how far), in the same transaction.
+        Raises RecordsError when `high_water` does not fit the rows (`with_high_water`).
         """
         connection = self._connection
         try:
@@ -248,6 +266,7 @@ class SQLiteWriter:
                     count = insert_batches(connection, taken, on_progress)
                 else:
                     count = self._merge(taken, on_progress, high_water)
+                build_index(connection, on_index)
                 connection.execute("COMMIT")
             except BaseException:
                 if connection.in_transaction:
@@ -268,30 +287,34 @@ class SQLiteWriter:
             connection.execute(statement, {"n": high_water, "floor": floor})
         return count
 
-    def _stored_versions(self, keys: set[Key]) -> tuple[dict[Key, int], set[Key]]:
-        """Return the stored version of each of `keys` stored, and the keys of tombstones."""
+    def _stored_versions(self, keys: set[Key]) -> tuple[dict[Key, int], dict[Key, str]]:
+        """Return the stored version of each of `keys` stored, and the title of each ticket.
+
+        A key stored without a title is a tombstone's.
+        """
         ordered = sorted(keys)
         limit = self._connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 2
         size = min(VERSION_KEYS, limit)
         stored: dict[Key, int] = {}
-        buried: set[Key] = set()
+        titles: dict[Key, str] = {}
         for start in range(0, len(ordered), size):
             chunk = ordered[start : start + size]
             sql = _VERSIONS_SQL.format(values=", ".join(["(?, ?)"] * len(chunk)))
             params = [part for key in chunk for part in key]
-            for tenant, ticket_id, version, alive in self._connection.execute(sql, params):
+            for tenant, ticket_id, version, title in self._connection.execute(sql, params):
                 stored[(tenant, ticket_id)] = version
-                if not alive:
-                    buried.add((tenant, ticket_id))
-        return stored, buried
+                if title is not None:
+                    titles[(tenant, ticket_id)] = title
+        return stored, titles
 
-    def _write(self, winners: list[Change], stored: dict[Key, int], buried: set[Key]) -> None:
+    def _write(self, winners: list[Change], stored: dict[Key, int], titles: dict[Key, str]) -> None:
         """Write the winners; drop only the rows that are there (a tombstone, a ticket)."""
         upserts = [c for c in winners if c.op == "upsert"]
         deletes = [c for c in winners if c.op == "delete"]
         execute = self._connection.executemany
-        execute(_DROP_TOMBSTONE_SQL, [c.key for c in upserts if c.key in buried])
+        execute(
+            _DROP_TOMBSTONE_SQL, [c.key for c in upserts if c.key in stored and c.key not in titles]
+        )
         execute(_UPSERT_SQL, [(c.tenant, c.id, c.title, c.status, c.version) for c in upserts])
-        alive = [c.key for c in deletes if c.key in stored and c.key not in buried]
-        execute(_DROP_TICKET_SQL, alive)
+        execute(_DROP_TICKET_SQL, [c.key for c in deletes if c.key in titles])
         execute(_BURY_SQL, [(c.tenant, c.id, c.version) for c in deletes])

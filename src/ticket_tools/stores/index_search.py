@@ -1,0 +1,239 @@
+"""A text search through the title index: the plan both SQL stores follow, written once.
+
+Each call first reads the tenant's tickets in id order from the cursor, a few times
+`limit` of them (SCAN_ROWS_PER_TICKET), and keeps those the contract's rule accepts:
+with no filter, or a word in a quarter of the titles, that finds `limit` at once, as
+the plain scan always did. Otherwise the index takes over from the last id read: the
+counts of the query's terms (`grams.query_terms`) pick the rarest, whose containers name
+the buckets worth reading; in each, its offsets are kept where the next rarest terms
+have them too, and each candidate, in id order, is read and accepted by the rule or not.
+The scan costs a constant before the index; the index costs at most a few reads per
+bucket where the rarest term appears, and reads no ticket the terms rule out: so
+neither plan loses to the other by more than a constant factor. A tenant without an
+index (fewer tickets than a store indexes) is scanned to the end, as before.
+
+Worked example, limit 3 (the tool asks for limit + 1 = 4), query "kerberos", one
+open-ended tenant of 10^6 tickets with "kerberos" in TKT-0001234 and TKT-0770001:
+
+    scan TKT-0000000..TKT-0000031 (32 rows): no match
+    counts: "ker" 30211, "erb" 8120, "rbe" 2, "ber" 90120, ... -> driver "rbe"
+    containers of "rbe" from bucket 0: buckets 0 and 187; of "erb", "ker" there too
+    bucket 0: offsets {1234} & "erb" & "ker" -> candidate TKT-0001234
+    bucket 187: offset 4049 -> candidate TKT-0770001 (187 * 4096 + 4049)
+    read both, the rule accepts both: [TKT-0001234, TKT-0770001]
+
+The store holds the reads in one snapshot (a transaction), so a page is consistent.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ticket_tools.filters import TicketFilter, title_contains
+from ticket_tools.stores.grams import (
+    BUCKET_BITS,
+    BUCKET_SIZE,
+    Term,
+    decode,
+    first_number_after,
+    id_number,
+    query_terms,
+)
+from ticket_tools.tickets import ID_PREFIX, Ticket
+
+# Rows read in id order, per ticket asked for, before the index is consulted, when the
+# rarest term is common enough to be found in them (or a status is given: the status
+# index then reads the tenant's tickets of that status alone, and a rare one ends soon).
+SCAN_ROWS_PER_TICKET = 8
+# And at least this many, so a page of one still gives the scan its chance.
+MIN_SCAN_ROWS = 32
+# How many of the rarest terms are intersected in a bucket; the rule checks the rest.
+INTERSECT_TERMS = 3
+# Buckets of the rarest term read at first: as many as its count says hold the tickets
+# wanted, within these bounds; then four times as many each time.
+MAX_FIRST_BUCKETS = 64
+BUCKETS_GROWTH = 4
+# Candidates read per statement: the tickets still wanted at first (the rarest terms
+# mostly name only titles that match), doubling up to MAX_CHECKED; every candidate left
+# when `limit` is None.
+MAX_CHECKED = 512
+
+
+@dataclass(frozen=True)
+class Look:
+    """What the index says of a tenant and a query."""
+
+    indexed: bool
+    """Whether the tenant has an index (a tenant with few tickets has none)."""
+    tickets: int = 0
+    """How many tickets the tenant holds (0 if not indexed)."""
+    counts: tuple[int, ...] = ()
+    """Per term, how many of the tenant's tickets have each gram of it, summed (empty if not
+    indexed): the rarest term has the lowest."""
+
+
+Row = Sequence[object]
+"""A ticket as a store reads it: (id, title, status), made a Ticket (`IndexSession.ticket`)
+only when it is returned."""
+
+
+@dataclass(frozen=True)
+class Start:
+    """The first reads of a search: the index's look, and the scan's rows when wanted."""
+
+    look: Look
+    rows: Callable[[], Iterable[Row]]
+    """Up to the scan's row count of the tenant's tickets after the cursor, by id."""
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One bucket where the rarest term has a gram: its containers and the other terms'."""
+
+    bucket: int
+    driver: Sequence[bytes]
+    """The rarest term's containers in this bucket (one per gram of the term)."""
+    others: Sequence[Sequence[bytes]]
+    """Each other term's containers in this bucket, in the order asked (empty: none)."""
+
+
+class IndexSession(Protocol):
+    """One search's reads of one tenant, in one snapshot: what a store provides the plan."""
+
+    width: int
+    """How many digits every ticket id of the store has."""
+
+    def start(
+        self, status: str | None, after: str | None, rows: int, terms: Sequence[Term]
+    ) -> Start:
+        """Look the terms up; read, if wanted, up to `rows` tickets after `after` with `status`."""
+
+    def filtered_scan(
+        self, status: str | None, text: str, after: str | None, limit: int | None
+    ) -> list[Ticket]:
+        """Return the first `limit` tickets after `after` that match, by id: a plain scan."""
+
+    def buckets(self, driver: Term, others: Sequence[Term], first: int, count: int) -> list[Bucket]:
+        """Return the first `count` buckets from `first` on where `driver` has a gram."""
+
+    def tickets(self, ids: Sequence[str], status: str | None) -> list[Row]:
+        """Return the tickets with these ids (ascending) and `status`, by id."""
+
+    def ticket(self, row: Row) -> Ticket:
+        """Return a row as the ticket a search returns (raises StoreFailure for a bad row)."""
+
+
+def find_with_index(session: IndexSession, where: TicketFilter, limit: int | None) -> list[Ticket]:
+    """Return the first `limit` (None: all) tickets matching `where`, which has a text."""
+    text = where.text
+    if text is None:
+        raise ValueError("find_with_index needs a text filter")
+    terms = query_terms(text)
+    rows = MIN_SCAN_ROWS if limit is None else max(MIN_SCAN_ROWS, SCAN_ROWS_PER_TICKET * limit)
+    start = session.start(where.status, where.after, rows, terms)
+    look = start.look
+    if not (look.indexed and terms):
+        return session.filtered_scan(where.status, text, where.after, limit)
+    ranked = sorted(range(len(terms)), key=look.counts.__getitem__)
+    rarest = look.counts[ranked[0]]
+    if rarest == 0:
+        return []
+    found: list[Ticket] = []
+    common = limit is not None and rarest * rows >= limit * look.tickets
+    if common or where.status is not None:
+        read, last = 0, None
+        for row in start.rows():
+            read, last = read + 1, row[0]
+            if _accepts(row, text):
+                found.append(session.ticket(row))
+                if len(found) == limit:
+                    return found
+        if read < rows or type(last) is not str:  # the scan reached the tenant's last ticket
+            return found
+        lowest: int | None = id_number(last) + 1
+    else:
+        lowest = first_number_after(where.after, session.width)
+    if lowest is None:
+        return found
+    wanted = None if limit is None else limit - len(found)
+    # The buckets the wanted tickets fill, if the rarest term's tickets are spread evenly.
+    spread = look.tickets if wanted is None else wanted * look.tickets
+    buckets = min(MAX_FIRST_BUCKETS, spread // (rarest * BUCKET_SIZE) + 1)
+    candidates = _candidates(
+        session,
+        terms[ranked[0]],
+        [terms[index] for index in ranked[1:INTERSECT_TERMS]],
+        lowest,
+        buckets,
+    )
+    return found + _checked(session, candidates, where.status, text, wanted)
+
+
+def _accepts(row: Row, text: str) -> bool:
+    """Apply the contract's rule to a row's title (one that is not text matches nothing)."""
+    title = row[1]
+    return type(title) is str and title_contains(title, text)
+
+
+def _candidates(
+    session: IndexSession, driver: Term, others: list[Term], lowest: int, count: int
+) -> Iterator[str]:
+    """Yield, ascending, the ids from number `lowest` on with a gram of every term given.
+
+    The driver's buckets are read `count` at a time at first, then more each time.
+    """
+    width = session.width
+    first = lowest >> BUCKET_BITS
+    while True:
+        buckets = session.buckets(driver, others, first, count)
+        for found in buckets:
+            base = found.bucket << BUCKET_BITS
+            for offset in _intersection(found, lowest - base):
+                yield f"{ID_PREFIX}{base + offset:0{width}d}"
+        if len(buckets) < count:
+            return
+        first = buckets[-1].bucket + 1
+        count *= BUCKETS_GROWTH
+
+
+def _intersection(bucket: Bucket, lowest: int) -> Iterator[int]:
+    """Yield the offsets from `lowest` on in the driver's containers and every other term's."""
+    if not all(bucket.others):
+        return
+    driver = _union(bucket.driver)
+    others = [set().union(*map(decode, term)) for term in bucket.others]
+    for offset in driver[bisect.bisect_left(driver, lowest) :]:
+        if all(offset in members for members in others):
+            yield offset
+
+
+def _union(containers: Sequence[bytes]) -> Sequence[int]:
+    if len(containers) == 1:
+        return decode(containers[0])
+    return sorted(set().union(*map(decode, containers)))
+
+
+def _checked(
+    session: IndexSession,
+    candidates: Iterator[str],
+    status: str | None,
+    text: str,
+    wanted: int | None,
+) -> list[Ticket]:
+    """Read the candidates in id order, a batch at a time; keep the first `wanted` that match."""
+    found: list[Ticket] = []
+    size = MAX_CHECKED if wanted is None else min(wanted, MAX_CHECKED)
+    while True:
+        ids = list(itertools.islice(candidates, size))
+        if not ids:
+            return found
+        for row in session.tickets(ids, status):
+            if _accepts(row, text):
+                found.append(session.ticket(row))
+                if len(found) == wanted:
+                    return found
+        size = min(2 * size, MAX_CHECKED)
