@@ -521,8 +521,8 @@ def test_apply_as_the_reader_is_refused(
     assert main(["apply", str(feed), "--postgres", pg["reader"]]) == 2
     assert capsys.readouterr().err == (
         f"ticket-tools: {describe(pg['reader'])} connects as a role that cannot write the "
-        "tickets and tombstones tables (and read high_water); connect as their owner or "
-        "the writer role\n"
+        "tickets, tombstones and title index tables (and read high_water); connect as their "
+        "owner or the writer role\n"
     )
 
 

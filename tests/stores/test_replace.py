@@ -151,12 +151,16 @@ def writer_role(pg: dict[str, str]) -> Iterator[str]:
     with psycopg.connect(pg["super"], autocommit=True) as connection:
         connection.execute("CREATE ROLE ticket_swap_writer LOGIN")
         connection.execute(
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones TO ticket_swap_writer"
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones, title_grams, "
+            "gram_counts, tenant_sizes TO ticket_swap_writer"
         )
         connection.execute("GRANT SELECT ON high_water TO ticket_swap_writer")
     yield pg["owner"].replace(f"user={OWNER}", "user=ticket_swap_writer")
     with psycopg.connect(pg["super"], autocommit=True) as connection:
-        connection.execute("REVOKE ALL ON tickets, tombstones, high_water FROM ticket_swap_writer")
+        connection.execute(
+            "REVOKE ALL ON tickets, tombstones, high_water, title_grams, gram_counts, "
+            "tenant_sizes FROM ticket_swap_writer"
+        )
         connection.execute("DROP ROLE ticket_swap_writer")
 
 
@@ -179,9 +183,20 @@ def test_postgres_replace_is_atomic_for_a_reader(pg: dict[str, str], writer_role
         )
     with psycopg.connect(pg["super"]) as connection:
         tables = connection.execute(
-            "SELECT relname FROM pg_class WHERE relname LIKE 'tickets%' ORDER BY relname"
+            "SELECT relname FROM pg_class WHERE relname ~ '^(tickets|title_grams|gram_counts"
+            "|tenant_sizes)' ORDER BY relname"
         ).fetchall()
-    assert tables == [("tickets",), ("tickets_pkey",)]
+    assert tables == [
+        ("gram_counts",),
+        ("gram_counts_pkey",),
+        ("tenant_sizes",),
+        ("tenant_sizes_pkey",),
+        ("tickets",),
+        ("tickets_pkey",),
+        ("tickets_status",),
+        ("title_grams",),
+        ("title_grams_pkey",),
+    ]
 
 
 def test_postgres_replace_keeps_a_change_applied_during_its_copy(pg: dict[str, str]) -> None:

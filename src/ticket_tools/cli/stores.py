@@ -14,7 +14,7 @@ from typing import cast
 
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import os_reason, read_records
-from ticket_tools.cli.progress import ImportProgress
+from ticket_tools.cli.progress import ImportProgress, IndexingProgress
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.store import Records, TicketStore
 from ticket_tools.stores.records import (
@@ -32,6 +32,7 @@ from ticket_tools.stores.records_stream import (
     iter_records,
 )
 from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.schema import SCHEMA_VERSION
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.text import clean_records, titles_cleaned
 from ticket_tools.tickets import (
@@ -50,7 +51,10 @@ POSTGRES_ENV = "TICKET_TOOLS_POSTGRES"
 Progress = Callable[[int], None]
 """Called as progress(done) while an import writes: the rows written so far."""
 
-Importer = Callable[[Callable[[], Iterator[StoredRow]], Progress], tuple[int, str]]
+IndexProgress = Callable[[int, int], None]
+"""Called as progress(done, total) while the title index is built: tickets indexed so far."""
+
+Importer = Callable[[Callable[[], Iterator[StoredRow]], Progress, IndexProgress], tuple[int, str]]
 """Write the rows a loader reads somewhere, as it reads them; return the ticket count and
 where they went.
 
@@ -158,7 +162,7 @@ def open_store(
 
 
 def add_commands(commands: Commands) -> None:
-    """Add `import`."""
+    """Add `import` and `migrate`."""
     load = commands.add_parser(
         "import",
         help="copy a records JSON file into a new SQLite database or an empty PostgreSQL table",
@@ -198,6 +202,21 @@ def add_commands(commands: Commands) -> None:
     add_id_digits_option(load)
     add_raw_titles_option(load)
     load.set_defaults(run=_run_import)
+    migrate = commands.add_parser(
+        "migrate",
+        help="bring a ticket database of schema version 4 or 5 to this version, in place "
+        "and while it serves: the status index and the title index are built",
+    )
+    target = migrate.add_mutually_exclusive_group()
+    target.add_argument("--db", type=Path, metavar="FILE", help="the database file to migrate")
+    target.add_argument(
+        "--postgres",
+        metavar="DSN",
+        help=f"a PostgreSQL database to migrate, connecting as the tables' owner "
+        f"(default: ${POSTGRES_ENV})",
+    )
+    add_id_digits_option(migrate)
+    migrate.set_defaults(run=_run_migrate)
 
 
 def _high_water(text: str) -> int:
@@ -296,8 +315,12 @@ def _run_import(options: argparse.Namespace) -> int:
             if line is not None:
                 line.update(done, readers[0].bytes_read)
 
+        def indexed(done: int, total: int) -> None:
+            if line is not None:
+                line.indexing(done, total)
+
         try:
-            count, target = write(load, progress)
+            count, target = write(load, progress, indexed)
         except RecordsError as error:
             raise CommandError(f"{options.records}: {error}") from None
         except RecordsSyntaxError as error:
@@ -335,11 +358,18 @@ def _syntax_error(path: Path, error: RecordsSyntaxError, read: int) -> CommandEr
 
 
 def _sqlite_importer(path: Path, id_format: IdFormat, high_water: int | None) -> Importer:
-    def write(load: Callable[[], Iterator[StoredRow]], progress: Progress) -> tuple[int, str]:
+    def write(
+        load: Callable[[], Iterator[StoredRow]], progress: Progress, indexed: IndexProgress
+    ) -> tuple[int, str]:
         records = load()
         try:
             count = write_database(
-                path, records, on_progress=progress, id_format=id_format, high_water=high_water
+                path,
+                records,
+                on_progress=progress,
+                id_format=id_format,
+                high_water=high_water,
+                on_index=indexed,
             )
             return count, str(path)
         except FileExistsError:
@@ -353,10 +383,12 @@ def _sqlite_importer(path: Path, id_format: IdFormat, high_water: int | None) ->
 def _sqlite_replacer(path: Path, id_format: IdFormat, high_water: int | None) -> Importer:
     from ticket_tools.stores.sqlite.writer import SQLiteWriter  # noqa: PLC0415
 
-    def write(load: Callable[[], Iterator[StoredRow]], progress: Progress) -> tuple[int, str]:
+    def write(
+        load: Callable[[], Iterator[StoredRow]], progress: Progress, indexed: IndexProgress
+    ) -> tuple[int, str]:
         with SQLiteWriter.open(path, id_format=id_format) as writer:
             # Read under the write lock, and written as it is read, in one transaction.
-            count = writer.replace(load, progress, high_water=high_water)
+            count = writer.replace(load, progress, high_water=high_water, on_index=indexed)
             return count, str(path)
 
     return write
@@ -367,9 +399,16 @@ def _postgres_replacer(dsn: str, id_format: IdFormat, high_water: int | None) ->
     from ticket_tools.stores.postgres.importer import replace_dsn  # noqa: PLC0415
     from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
 
-    def write(load: Callable[[], Iterator[StoredRow]], progress: Progress) -> tuple[int, str]:
+    def write(
+        load: Callable[[], Iterator[StoredRow]], progress: Progress, indexed: IndexProgress
+    ) -> tuple[int, str]:
         count = replace_dsn(
-            dsn, load, on_progress=progress, id_format=id_format, high_water=high_water
+            dsn,
+            load,
+            on_progress=progress,
+            id_format=id_format,
+            high_water=high_water,
+            on_index=indexed,
         )
         return count, describe(dsn)
 
@@ -388,7 +427,9 @@ def _postgres_importer(
 
     target = describe(dsn)
 
-    def write(load: Callable[[], Iterator[StoredRow]], progress: Progress) -> tuple[int, str]:
+    def write(
+        load: Callable[[], Iterator[StoredRow]], progress: Progress, indexed: IndexProgress
+    ) -> tuple[int, str]:
         records = load()
         try:
             count = import_dsn(
@@ -398,6 +439,7 @@ def _postgres_importer(
                 on_progress=progress,
                 id_format=id_format,
                 high_water=high_water,
+                on_index=indexed,
             )
         except TableNotEmptyError:
             raise CommandError(
@@ -406,3 +448,36 @@ def _postgres_importer(
         return count, target
 
     return write
+
+
+def _run_migrate(options: argparse.Namespace) -> int:
+    dsn = None if options.db is not None else postgres_dsn(options)
+    if dsn is None and options.db is None:
+        raise CommandError(f"migrate needs --db FILE or --postgres DSN (or ${POSTGRES_ENV})")
+    id_format = id_format_of(options)
+    line = IndexingProgress(sys.stderr) if sys.stderr.isatty() else None
+    indexed = None if line is None else line.indexing
+    try:
+        if dsn is None:
+            from ticket_tools.stores.sqlite.migrate import migrate_database  # noqa: PLC0415
+
+            target, version = str(options.db), SCHEMA_VERSION
+            count = migrate_database(options.db, id_format=id_format, on_progress=indexed)
+        else:
+            require_postgres()
+            from ticket_tools.stores.postgres.migrate import migrate_dsn  # noqa: PLC0415
+            from ticket_tools.stores.postgres.schema import (  # noqa: PLC0415
+                SCHEMA_VERSION as POSTGRES_VERSION,
+            )
+            from ticket_tools.stores.postgres.schema import describe  # noqa: PLC0415
+
+            target, version = describe(dsn), POSTGRES_VERSION
+            count = migrate_dsn(dsn, id_format=id_format, on_progress=indexed)
+    finally:
+        if line is not None:
+            line.finish()
+    if count is None:
+        print(f"{target} already has schema version {version}; nothing to migrate")
+    else:
+        print(f"migrated {target} to schema version {version}: {count} tickets indexed")
+    return 0

@@ -120,7 +120,7 @@ class IndexSession(Protocol):
     def buckets(self, driver: Term, others: Sequence[Term], first: int, count: int) -> list[Bucket]:
         """Return the first `count` buckets from `first` on where `driver` has a gram."""
 
-    def tickets(self, ids: Sequence[str], status: str | None) -> list[Row]:
+    def tickets(self, ids: Sequence[str], status: str | None) -> Sequence[Row]:
         """Return the tickets with these ids (ascending) and `status`, by id."""
 
     def ticket(self, row: Row) -> Ticket:

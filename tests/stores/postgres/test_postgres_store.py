@@ -203,7 +203,7 @@ SCHEMA_DAMAGE = [
         ("CREATE POLICY everything ON tickets USING (true)",), id="a-second-permissive-policy"
     ),
     pytest.param(
-        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 6'",), id="v6"
+        ("COMMENT ON TABLE tickets IS 'ticket-tools tickets, schema version 7'",), id="v7"
     ),
     pytest.param(("DROP TABLE high_water",), id="no-high-water"),
     pytest.param(
@@ -237,6 +237,25 @@ SCHEMA_DAMAGE = [
     pytest.param(
         ("ALTER TABLE tickets DROP CONSTRAINT tickets_version_check",), id="version-unchecked"
     ),
+    # The title index's tables: each under its own forced tenant policy, exactly.
+    pytest.param(("DROP TABLE tenant_sizes",), id="no-tenant-sizes"),
+    pytest.param(
+        ("ALTER TABLE title_grams NO FORCE ROW LEVEL SECURITY",), id="title-grams-not-forced"
+    ),
+    pytest.param(
+        ("CREATE POLICY everything ON gram_counts USING (true)",),
+        id="a-second-gram-counts-policy",
+    ),
+    pytest.param(
+        ("ALTER POLICY title_grams_writer ON title_grams TO PUBLIC",),
+        id="title-grams-writer-policy-public",
+    ),
+    pytest.param(
+        ('ALTER TABLE title_grams ALTER COLUMN gram TYPE text COLLATE "ucs_basic"',),
+        id="grams-in-a-locale-order",
+    ),
+    pytest.param(("DROP INDEX tickets_status",), id="no-status-index"),
+    pytest.param(("CREATE INDEX extra ON title_grams (bucket)",), id="an-extra-index"),
 ]
 
 
@@ -254,7 +273,7 @@ def test_open_refuses_a_database_without_the_schema(
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
         f"{describe(dsn)} has no ticket-tools tickets, tombstones and high_water tables "
-        "(schema version 5) with their row-level security forced",
+        "(schema version 6) with their row-level security forced",
     )
 
 
@@ -639,7 +658,7 @@ def test_import_refuses_a_table_of_another_schema(database: PostgresDatabase, sc
     assert (raised.value.reason, str(raised.value)) == (
         "schema",
         f"{describe(dsn)} has no ticket-tools tickets, tombstones and high_water tables "
-        "(schema version 5) with their row-level security forced",
+        "(schema version 6) with their row-level security forced",
     )
 
 

@@ -15,11 +15,11 @@ from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Counts, FeedError
 from ticket_tools.stores.postgres import writer as postgres_writer
 from ticket_tools.stores.postgres.importer import import_records
+from ticket_tools.stores.postgres.migrate import migrate_dsn
 from ticket_tools.stores.postgres.schema import (
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
     MIGRATE_FROM_3,
-    MIGRATE_FROM_4,
     WRITER_LOCK,
     describe,
 )
@@ -169,8 +169,9 @@ def test_open_refuses_the_reader(dsns: dict[str, str]) -> None:
         PostgresWriter.open(dsns["reader"])
     assert (raised.value.reason, str(raised.value)) == (
         "privileged",
-        f"{describe(dsns['reader'])} connects as a role that cannot write the tickets and "
-        "tombstones tables (and read high_water); connect as their owner or the writer role",
+        f"{describe(dsns['reader'])} connects as a role that cannot write the tickets, "
+        "tombstones and title index tables (and read high_water); connect as their owner or "
+        "the writer role",
     )
 
 
@@ -182,14 +183,18 @@ def writer_role(dsns: dict[str, str]) -> Iterator[str]:
         connection.execute("DROP ROLE IF EXISTS ticket_writer")
         connection.execute("CREATE ROLE ticket_writer LOGIN")
         connection.execute(
-            "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones TO ticket_writer"
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON tickets, tombstones, title_grams, "
+            "gram_counts, tenant_sizes TO ticket_writer"
         )
         connection.execute("GRANT SELECT ON high_water TO ticket_writer")
     try:
         yield dsns["owner"].replace(f"user={OWNER}", "user=ticket_writer")
     finally:
         with psycopg.connect(dsns["super"], autocommit=True) as connection:
-            connection.execute("REVOKE ALL ON tickets, tombstones, high_water FROM ticket_writer")
+            connection.execute(
+                "REVOKE ALL ON tickets, tombstones, high_water, title_grams, gram_counts, "
+                "tenant_sizes FROM ticket_writer"
+            )
             connection.execute("DROP ROLE ticket_writer")
 
 
@@ -277,19 +282,24 @@ def test_the_writer_policy_covers_the_owner_alone(dsns: dict[str, str]) -> None:
             "FROM pg_policy ORDER BY 1, 2"
         ).fetchall()
     assert policies == [
-        ("tickets", "tickets_tenant", ["-"]),
-        ("tickets", "tickets_writer", [OWNER]),
-        ("tombstones", "tombstones_tenant", ["-"]),
-        ("tombstones", "tombstones_writer", [OWNER]),
+        (table, f"{table}_{kind}", ["-"] if kind == "tenant" else [OWNER])
+        for table in ("gram_counts", "tenant_sizes", "tickets", "title_grams", "tombstones")
+        for kind in ("tenant", "writer")
     ]
 
 
 def _downgrade(dsn: str, version: int) -> None:
-    # What an import of that version made: version 4 had no high_water; version 3 no
-    # writer policies either; version 2 no version column and no tombstones either;
-    # version 1 no id CHECK either.
+    # What an import of that version made: version 5 had no status index and no title
+    # index; version 4 no high_water either; version 3 no writer policies either;
+    # version 2 no version column and no tombstones either; version 1 no id CHECK either.
     with psycopg.connect(dsn) as connection:
-        connection.execute("DROP TABLE high_water")
+        connection.execute("DROP TABLE title_grams, gram_counts, tenant_sizes")
+        connection.execute("DROP INDEX tickets_status")
+        if version <= 4:
+            connection.execute("DROP TABLE high_water")
+        else:
+            comment = f"ticket-tools high water, schema version {version}"
+            connection.execute(f"COMMENT ON TABLE high_water IS '{comment}'")
         if version <= 3:
             connection.execute("DROP POLICY tickets_writer ON tickets")
             connection.execute("DROP POLICY tombstones_writer ON tombstones")
@@ -307,18 +317,24 @@ def _downgrade(dsn: str, version: int) -> None:
 
 
 def _refused_then_migrated(dsns: dict[str, str], version: int, migration: Sequence[str]) -> None:
-    """Both openers refuse a database at `version`, by name; then run `migration` on it."""
+    """Both openers refuse a database at `version`, by name; then run `migration` on it,
+    and `ticket-tools migrate`'s own (from version 4 or 5, the one; before, both)."""
+    fix = (
+        "run ticket-tools migrate --postgres DSN as the tables' owner"
+        if version >= 4
+        else "run docs/postgres.md's migration statements as the table's owner"
+    )
     for opener, dsn in ((PostgresWriter.open, dsns["owner"]), (PostgresStore.open, dsns["reader"])):
         with pytest.raises(StoreFailure) as raised:
             opener(dsn)
         assert (raised.value.reason, str(raised.value)) == (
             "schema",
-            f"{describe(dsn)} has schema version {version}; to migrate, run docs/postgres.md's "
-            "migration statements as the table's owner",
+            f"{describe(dsn)} has schema version {version}; to migrate, {fix}",
         )
     with psycopg.connect(dsns["owner"]) as connection:
         for statement in migration:
             connection.execute(statement)
+    assert migrate_dsn(dsns["owner"]) == 0  # the fixture's tenants are below INDEX_MIN_TICKETS
 
 
 def _fed_then_migrated(dsns: dict[str, str], version: int, migration: Sequence[str]) -> None:
@@ -338,10 +354,16 @@ def _fed_then_migrated(dsns: dict[str, str], version: int, migration: Sequence[s
         )
 
 
+def test_open_refuses_a_schema_version_5_database_and_the_migration_keeps_its_data(
+    dsns: dict[str, str],
+) -> None:
+    _fed_then_migrated(dsns, 5, ())
+
+
 def test_open_refuses_a_schema_version_4_database_and_the_migration_keeps_its_data(
     dsns: dict[str, str],
 ) -> None:
-    _fed_then_migrated(dsns, 4, MIGRATE_FROM_4)
+    _fed_then_migrated(dsns, 4, ())
     with psycopg.connect(dsns["owner"]) as connection:
         assert connection.execute("SELECT * FROM high_water").fetchall() == []
 

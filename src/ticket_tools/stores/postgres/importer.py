@@ -11,14 +11,17 @@ from psycopg import sql
 from ticket_tools.store import Records
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.postgres.schema import (
+    INDEX_TABLES,
     WRITER_LOCK,
     check_schema,
     create_schema,
     describe,
     describe_params,
+    index_schema,
     store_error,
     tickets_table,
 )
+from ticket_tools.stores.postgres.title_index import IndexProgress, build_index
 from ticket_tools.stores.records import (
     RecordsError,
     StoredRow,
@@ -30,8 +33,10 @@ from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # Rows per progress report during an import.
 IMPORT_BATCH = 10_000
-# `import --replace` builds the new set in this table, then renames it to tickets.
+# `import --replace` builds the new set in this table, then renames it to tickets; and
+# the title index's tables beside theirs, each name with this suffix.
 NEXT_TABLE = "tickets_next"
+NEXT = "_next"
 # How long the swap waits for the readers' and writers' locks before trying again: a
 # reader queued behind the swap waits this long at most per attempt (a call takes ~1 ms).
 SWAP_LOCK_TIMEOUT_MS = 20
@@ -41,15 +46,25 @@ _PRIVILEGES = ("SELECT", "INSERT", "UPDATE", "DELETE", "TRUNCATE", "REFERENCES",
 _GRANTS_SQL = """
 SELECT r.rolname, a.privilege_type
 FROM pg_class c, aclexplode(c.relacl) a JOIN pg_roles r ON r.oid = a.grantee
-WHERE c.oid = 'tickets'::regclass AND a.grantee <> c.relowner
+WHERE c.oid = %s::regclass AND a.grantee <> c.relowner
 ORDER BY r.rolname, a.privilege_type
 """
+_SWAPPED = ("tickets", *INDEX_TABLES)
 _SWAP = (
-    "DROP TABLE tickets",
+    f"DROP TABLE {', '.join(_SWAPPED)}",
     f"ALTER TABLE {NEXT_TABLE} RENAME TO tickets",
     f"ALTER INDEX {NEXT_TABLE}_pkey RENAME TO tickets_pkey",
+    f"ALTER INDEX {NEXT_TABLE}_status RENAME TO tickets_status",
     f"ALTER TABLE tickets RENAME CONSTRAINT {NEXT_TABLE}_id_check TO tickets_id_check",
     f"ALTER TABLE tickets RENAME CONSTRAINT {NEXT_TABLE}_version_check TO tickets_version_check",
+    *(
+        statement
+        for table in INDEX_TABLES
+        for statement in (
+            f"ALTER TABLE {table}{NEXT} RENAME TO {table}",
+            f"ALTER INDEX {table}{NEXT}_pkey RENAME TO {table}_pkey",
+        )
+    ),
     "TRUNCATE tombstones",
 )
 # A refresh from a versioned snapshot, merged in place under the version rule in one
@@ -105,17 +120,19 @@ def import_records(
     on_progress: Progress | None = None,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
+    on_index: IndexProgress | None = None,
 ) -> int:
     """Copy `records` into an empty `tickets` table (created if absent); return the count.
 
     Each ticket at its `"version"` (0 without one); `high_water`, for records with
-    versions, is stored as the floor (docs/feed.md).
+    versions, is stored as the floor (docs/feed.md). Then the title index is built from
+    the tickets copied (`title_index.build_index`), `on_index` told its progress.
 
     The rows are checked and copied as they come (one COPY streaming them), never held
     whole: a record refused, even the last, or a key given twice, writes nothing.
     Run as the table's owner. Everything happens in one transaction (a savepoint if
     one is open): on any failure nothing is written. `grant_to` names the reader role
-    to give SELECT on the table. Every id has `id_format`'s width, and so must an
+    to give SELECT on the table and the index's. Every id has `id_format`'s width, and so must an
     existing table's. Raises RecordsError, TableNotEmptyError, StoreFailure ("schema":
     a table of another schema or width), psycopg.Error.
     """
@@ -134,7 +151,8 @@ def import_records(
         # EXCLUSIVE lock until commit, so no other session ever sees the table unforced.
         # Tombstones too: a version-0 ticket beside a key's tombstone would break the
         # rule that a key is a ticket or a tombstone, never both.
-        for table in ("tickets", "tombstones"):
+        # The title index's tables too: built by COPY, then forced again (`build_index`).
+        for table in ("tickets", "tombstones", *INDEX_TABLES):
             connection.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
         held = (
             "SELECT EXISTS (SELECT FROM tickets) OR EXISTS (SELECT FROM tombstones) "
@@ -147,13 +165,20 @@ def import_records(
         count = _copy(connection, "tickets", rows, on_progress)
         if high_water is not None:
             connection.execute("INSERT INTO high_water VALUES (%s)", (high_water,))
+        build_index(connection, on_progress=on_index)
         for table in ("tickets", "tombstones"):
             connection.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
         connection.execute("ANALYZE tickets")
         if grant_to is not None:
-            grant = sql.SQL("GRANT SELECT ON tickets TO {}").format(sql.Identifier(grant_to))
+            grant = sql.SQL("GRANT SELECT ON {} TO {}").format(
+                sql.SQL(", ").join(map(sql.Identifier, READER_TABLES)), sql.Identifier(grant_to)
+            )
             connection.execute(grant)
     return count
+
+
+READER_TABLES = ("tickets", *INDEX_TABLES)
+"""The tables a reader reads, and is granted SELECT on (`import --grant-to`)."""
 
 
 def import_dsn(
@@ -164,6 +189,7 @@ def import_dsn(
     on_progress: Progress | None = None,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
+    on_index: IndexProgress | None = None,
 ) -> int:
     """Connect to `dsn` (as the owner) and `import_records`; its failures raise StoreFailure."""
     source = describe(dsn)
@@ -176,6 +202,7 @@ def import_dsn(
                 on_progress=on_progress,
                 id_format=id_format,
                 high_water=high_water,
+                on_index=on_index,
             )
     except psycopg.Error as error:
         raise store_error(error, source, "import into") from None
@@ -189,6 +216,7 @@ def replace_records(
     attempts: int = SWAP_ATTEMPTS,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
+    on_index: IndexProgress | None = None,
 ) -> int:
     """Refresh every ticket from `records`; return the count.
 
@@ -207,6 +235,8 @@ def replace_records(
     is called once the writers' lock is held, so that a file read by it is the state
     every change committed after it is applied on top of. Its rows are checked and
     copied as they come: a record refused, or a key given twice, changes nothing.
+    The title index is built afresh beside its served tables and swapped with them
+    (`on_index` told how far); after a merge, rebuilt in place in the same transaction.
     A reader's call sees the whole old set or the whole new set. Every id has
     `id_format`'s width, and so must the tables'. Raises RecordsError,
     StoreFailure("locked") when the locks never came (nothing changed), psycopg.Error.
@@ -223,20 +253,27 @@ def replace_records(
             nul_free(source_rows(loaded, id_format=id_format)), high_water, replace=True
         )
         if high_water is not None:
-            return _merge(connection, rows, on_progress, high_water)
+            count = _merge(connection, rows, on_progress, high_water)
+            # In place, under the served tables' forced policies: readers keep the old
+            # index (MVCC) until the commit, as they keep the old tickets.
+            build_index(connection, on_progress=on_index, fill="insert")
+            return count
         connection.execute("DELETE FROM high_water")
-        connection.execute(f"DROP TABLE IF EXISTS {NEXT_TABLE}")
-        for statement in tickets_table(NEXT_TABLE, id_format):
+        connection.execute(f"DROP TABLE IF EXISTS {', '.join(table + NEXT for table in _SWAPPED)}")
+        for statement in (*tickets_table(NEXT_TABLE, id_format), *index_schema(NEXT)):
             connection.execute(statement)
         count = _copy(connection, NEXT_TABLE, rows, on_progress)
         connection.execute(f"ALTER TABLE {NEXT_TABLE} FORCE ROW LEVEL SECURITY")
-        for role, privilege in connection.execute(_GRANTS_SQL).fetchall():
-            if privilege in _PRIVILEGES:
-                grant = sql.SQL("GRANT {} ON {} TO {}").format(
-                    sql.SQL(privilege), sql.Identifier(NEXT_TABLE), sql.Identifier(role)
-                )
-                connection.execute(grant)
+        build_index(connection, tickets=NEXT_TABLE, suffix=NEXT, on_progress=on_index)
+        for table in _SWAPPED:
+            for role, privilege in connection.execute(_GRANTS_SQL, (table,)).fetchall():
+                if privilege in _PRIVILEGES:
+                    grant = sql.SQL("GRANT {} ON {} TO {}").format(
+                        sql.SQL(privilege), sql.Identifier(table + NEXT), sql.Identifier(role)
+                    )
+                    connection.execute(grant)
         connection.execute(f"ANALYZE {NEXT_TABLE}")
+        locked = ", ".join(("tombstones", *_SWAPPED))
         for _ in range(attempts):
             try:
                 # A savepoint: a lock that timed out is released, the writers' lock kept.
@@ -245,7 +282,7 @@ def replace_records(
                         "SELECT set_config('lock_timeout', %s, true)",
                         (str(SWAP_LOCK_TIMEOUT_MS),),
                     )
-                    connection.execute("LOCK TABLE tickets, tombstones IN ACCESS EXCLUSIVE MODE")
+                    connection.execute(f"LOCK TABLE {locked} IN ACCESS EXCLUSIVE MODE")
                     for statement in _SWAP:
                         connection.execute(statement)
             except psycopg.errors.LockNotAvailable:
@@ -264,6 +301,7 @@ def replace_dsn(
     on_progress: Progress | None = None,
     id_format: IdFormat = ID_FORMAT,
     high_water: int | None = None,
+    on_index: IndexProgress | None = None,
 ) -> int:
     """Connect to `dsn` (as the owner) and `replace_records`; its failures raise StoreFailure."""
     source = describe(dsn)
@@ -275,6 +313,7 @@ def replace_dsn(
                 on_progress=on_progress,
                 id_format=id_format,
                 high_water=high_water,
+                on_index=on_index,
             )
     except psycopg.Error as error:
         raise store_error(error, source, "replace the tickets of") from None

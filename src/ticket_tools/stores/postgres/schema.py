@@ -21,15 +21,33 @@ from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdForm
 # 4: a writer policy on each table for the tables' owner alone, so that `apply` writes a
 # whole batch in one statement per operation instead of scoping each tenant in turn.
 # 5: the high_water table, the floor a refresh from a versioned snapshot leaves.
-SCHEMA_VERSION = 5
+# 6: the status index and the title index's three tables (`title_index.py`).
+SCHEMA_VERSION = 6
+MIGRATES_FROM = (4, 5)
+"""The schema versions `ticket-tools migrate` turns into this one, in place."""
 # The advisory lock a writer holds for each batch, and `import --replace` for its swap:
 # two writers never interleave reading a version and writing it.
 WRITER_LOCK = 0x544B5431  # "TKT1"
 
 # The table comment is the schema's version stamp, read back by `check_schema`.
-_COMMENT = f"ticket-tools tickets, schema version {SCHEMA_VERSION}"
-_TOMBSTONES_COMMENT = f"ticket-tools tombstones, schema version {SCHEMA_VERSION}"
-_HIGH_WATER_COMMENT = f"ticket-tools high water, schema version {SCHEMA_VERSION}"
+_NAMES = {
+    "tickets": "tickets",
+    "tombstones": "tombstones",
+    "high_water": "high water",
+    "title_grams": "title grams",
+    "gram_counts": "gram counts",
+    "tenant_sizes": "tenant sizes",
+}
+
+
+def comment(table: str, version: int = SCHEMA_VERSION) -> str:
+    """Return the comment that stamps `table` (a name of _NAMES) with a schema version."""
+    return f"ticket-tools {_NAMES[table]}, schema version {version}"
+
+
+_COMMENT = comment("tickets")
+_TOMBSTONES_COMMENT = comment("tombstones")
+_HIGH_WATER_COMMENT = comment("high_water")
 # COLLATE "C" compares text by code point, exactly as Python compares str: the key
 # order, `id > cursor` and ORDER BY id all agree with the dict store. `title_lower` holds
 # Python's title.lower(), computed at import: PostgreSQL's lower() differs from it
@@ -68,6 +86,42 @@ CREATE TABLE tombstones (
 # as stored at it. Not tenant data, so no policy: the owner has it, a writer role is
 # granted SELECT (docs/postgres.md), the reader nothing, since no reader statement needs it.
 _CREATE_HIGH_WATER = "CREATE TABLE high_water (version bigint NOT NULL CHECK (version >= 0))"
+# The title index (`title_index.py`): per tenant and gram, a container of offsets per
+# bucket of ids; per tenant and gram, how many tickets have it; per tenant, its size and
+# whether it is indexed. Keyed by the tenant first, each under its own forced policy like
+# the tickets table's, so that a reader sees one tenant's rows of them, or none; every
+# column compared with "C" (code points, as Python orders the grams).
+_CREATE_INDEX_TABLES = {
+    "title_grams": """
+CREATE TABLE {name} (
+    tenant text COLLATE "C" NOT NULL,
+    gram text COLLATE "C" NOT NULL,
+    bucket bigint NOT NULL,
+    offsets bytea NOT NULL,
+    PRIMARY KEY (tenant, gram, bucket)
+)
+""",
+    "gram_counts": """
+CREATE TABLE {name} (
+    tenant text COLLATE "C" NOT NULL,
+    gram text COLLATE "C" NOT NULL,
+    tickets bigint NOT NULL,
+    PRIMARY KEY (tenant, gram)
+)
+""",
+    "tenant_sizes": """
+CREATE TABLE {name} (
+    tenant text COLLATE "C" NOT NULL,
+    tickets bigint NOT NULL,
+    indexed boolean NOT NULL,
+    PRIMARY KEY (tenant)
+)
+""",
+}
+INDEX_TABLES = tuple(_CREATE_INDEX_TABLES)
+"""The title index's tables, in the order they are made."""
+# The rare status is a range of it, in id order; the page statement with a status reads it.
+_STATUS_INDEX = "CREATE INDEX {name}_status ON {name} (tenant, status, id)"
 _POLICY = "tickets_tenant"
 _TOMBSTONES_POLICY = "tombstones_tenant"
 _TENANT_RULE = "USING (tenant = current_setting('app.tenant', true))"
@@ -76,12 +130,42 @@ _TENANT_RULE = "USING (tenant = current_setting('app.tenant', true))"
 # are refused if they are or inherit the owner (`check_connection`), so it never widens
 # what a reader sees; a writer role (docs/postgres.md) is not covered either and keeps
 # scoping each tenant.
-_WRITER_POLICIES = {"tickets": "tickets_writer", "tombstones": "tombstones_writer"}
+_WRITER_POLICIES = {"tickets": "tickets_writer", "tombstones": "tombstones_writer"} | {
+    table: f"{table}_writer" for table in INDEX_TABLES
+}
 _WRITER_RULE = "TO CURRENT_USER USING (true) WITH CHECK (true)"
 
 
 def _writer_policy(table: str, name: str | None = None) -> str:
     return f"CREATE POLICY {_WRITER_POLICIES[table]} ON {name or table} {_WRITER_RULE}"
+
+
+def index_table(table: str, name: str | None = None) -> tuple[str, ...]:
+    """Return the statements that create one of INDEX_TABLES, named `name`, policies enabled.
+
+    `name` is the table, or the one `import --replace` builds beside it. Its policies are
+    forced once it is filled (`force_index`): COPY refuses a table under forced security.
+    """
+    name = name or table
+    return (
+        _CREATE_INDEX_TABLES[table].format(name=name),
+        f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY",
+        f"CREATE POLICY {table}_tenant ON {name} {_TENANT_RULE}",
+        _writer_policy(table, name),
+        f"COMMENT ON TABLE {name} IS '{comment(table)}'",
+    )
+
+
+def index_schema(suffix: str = "") -> tuple[str, ...]:
+    """Return the statements that create the title index's tables (each name + `suffix`)."""
+    return tuple(
+        statement for table in INDEX_TABLES for statement in index_table(table, table + suffix)
+    )
+
+
+def force_index(suffix: str = "") -> tuple[str, ...]:
+    """Return the statements that force the policies of the index's tables, once filled."""
+    return tuple(f"ALTER TABLE {table}{suffix} FORCE ROW LEVEL SECURITY" for table in INDEX_TABLES)
 
 
 def tickets_table(name: str, id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
@@ -92,6 +176,7 @@ def tickets_table(name: str, id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]
     """
     return (
         _CREATE_TABLE.format(name=name, pattern=id_format.pattern),
+        _STATUS_INDEX.format(name=name),
         f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY",
         f"CREATE POLICY {_POLICY} ON {name} {_TENANT_RULE}",
         _writer_policy("tickets", name),
@@ -111,18 +196,38 @@ def tombstones_table(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
     )
 
 
-def high_water_table() -> tuple[str, ...]:
+def high_water_table(version: int = SCHEMA_VERSION) -> tuple[str, ...]:
     """Return the statements that create the high_water table, with its version stamp."""
-    return (_CREATE_HIGH_WATER, f"COMMENT ON TABLE high_water IS '{_HIGH_WATER_COMMENT}'")
+    return (
+        _CREATE_HIGH_WATER,
+        f"COMMENT ON TABLE high_water IS '{comment('high_water', version)}'",
+    )
 
 
 def create_schema(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
-    """Return the statements that create the three tables for IDs of `id_format`.
+    """Return the statements that create the six tables for IDs of `id_format`.
 
-    The tables, their policies and their version stamps; the importer then forces the
-    tickets policy itself, after copying (docs/postgres.md).
+    The tables, the status index, their policies and their version stamps; the importer
+    then forces the tickets policy itself, after copying (docs/postgres.md).
     """
-    return (*tickets_table("tickets", id_format), *tombstones_table(id_format), *high_water_table())
+    return (
+        *tickets_table("tickets", id_format),
+        *tombstones_table(id_format),
+        *high_water_table(),
+        *index_schema(),
+    )
+
+
+MIGRATE_TO_6 = (
+    _STATUS_INDEX.format(name="tickets"),
+    *index_schema(),
+    *(
+        f"COMMENT ON TABLE {table} IS '{comment(table)}'"
+        for table in ("tickets", "tombstones", "high_water")
+    ),
+)
+"""What `ticket-tools migrate` runs on a schema version 5 database, as the tables' owner,
+before it builds the title index in the same transaction (`title_index.migrate`)."""
 
 
 _ADD_VERSION = (
@@ -131,29 +236,33 @@ _ADD_VERSION = (
 )
 
 MIGRATE_FROM_4 = (
-    *high_water_table(),
-    f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
-    f"COMMENT ON TABLE tombstones IS '{_TOMBSTONES_COMMENT}'",
+    *high_water_table(5),
+    f"COMMENT ON TABLE tickets IS '{comment('tickets', 5)}'",
+    f"COMMENT ON TABLE tombstones IS '{comment('tombstones', 5)}'",
 )
-"""What turns a schema version 4 database (of any ID width) into this version, run as
+"""What turns a schema version 4 database (of any ID width) into version 5, run as
 the tables' owner in one transaction: the empty high_water table (no floor, as before).
-The rows are not touched; a writer role is then granted SELECT on it (docs/postgres.md)."""
+The rows are not touched; a writer role is then granted SELECT on it (docs/postgres.md).
+`ticket-tools migrate` runs it itself on a version 4 database, then MIGRATE_TO_6."""
 
 MIGRATE_FROM_3 = (_writer_policy("tickets"), _writer_policy("tombstones"), *MIGRATE_FROM_4)
-"""What turns a schema version 3 database (of any ID width) into this version, run as
+"""What turns a schema version 3 database (of any ID width) into version 5, run as
 the tables' owner in one transaction: the owner's writer policy on both tables, which
 is then the role it names (docs/postgres.md), then MIGRATE_FROM_4. The rows are not
 touched."""
 
 MIGRATE_FROM_2 = (
     *_ADD_VERSION,
-    *tombstones_table(ID_FORMAT),
+    *(
+        statement.replace(_TOMBSTONES_COMMENT, comment("tombstones", 5))
+        for statement in tombstones_table(ID_FORMAT)
+    ),
     _writer_policy("tickets"),
-    *high_water_table(),
-    f"COMMENT ON TABLE tickets IS '{_COMMENT}'",
+    *high_water_table(5),
+    f"COMMENT ON TABLE tickets IS '{comment('tickets', 5)}'",
 )
 """What turns a schema version 2 database of the brief's IDs (TKT- and three digits) into
-this version, run as the owner in one transaction: every ticket gets version 0, as if
+version 5, run as the owner in one transaction: every ticket gets version 0, as if
 imported (docs/postgres.md). For another width, `tombstones_table(IdFormat(n))`."""
 
 MIGRATE_FROM_1 = (
@@ -161,7 +270,7 @@ MIGRATE_FROM_1 = (
     *MIGRATE_FROM_2,
 )
 """What turns a schema version 1 database (always the brief's IDs, TKT- and three digits)
-into this version, run as the owner in one transaction: the id CHECK of version 2, then
+into version 5, run as the owner in one transaction: the id CHECK of version 2, then
 MIGRATE_FROM_2 (docs/postgres.md)."""
 
 # One row describing the table as the catalog sees it, or no row without a table.
@@ -191,6 +300,14 @@ SELECT
             || ' ' || pg_get_expr(p.polqual, p.polrelid)
             || coalesce(' ' || pg_get_expr(p.polwithcheck, p.polrelid), '')
         FROM pg_policy p WHERE p.polrelid = c.oid ORDER BY p.polname
+    ),
+    ARRAY(
+        SELECT am.amname || CASE WHEN i.indisunique THEN ' unique (' ELSE ' (' END
+            || (SELECT string_agg(a.attname, ', ' ORDER BY u.place)
+                FROM unnest(i.indkey::int2[]) WITH ORDINALITY AS u (attnum, place)
+                JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = u.attnum) || ')'
+        FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid JOIN pg_am am ON am.oid = ic.relam
+        WHERE i.indrelid = c.oid ORDER BY 1
     )
 FROM pg_class c
 WHERE c.oid = to_regclass(%s)
@@ -211,24 +328,29 @@ def _constraints(id_format: IdFormat) -> list[str]:
     ]
 
 
-def _expected(id_format: IdFormat) -> dict[str, tuple[object, ...]]:
-    """Per table: its comment, RLS enabled and forced, its columns, constraints, policies.
+def _expected(
+    id_format: IdFormat, version: int = SCHEMA_VERSION
+) -> dict[str, tuple[object, ...] | None]:
+    """Per table: its comment, RLS enabled and forced, columns, constraints, policies, indexes.
 
     Exactly two policies each: the tenant's, for every command and every role, and the
     writer's, for the owner alone. Another permissive policy would widen what a
-    connection sees, so any other set of policies is refused.
+    connection sees, so any other set of policies is refused. Those of schema `version`
+    (4, 5 or this one): what a database to migrate must hold (None: no such table).
     """
-    return {
+    tickets_indexes = ["btree (tenant, status, id)"] if version == SCHEMA_VERSION else []
+    expected: dict[str, tuple[object, ...] | None] = {
         "tickets": (
-            _COMMENT,
+            comment("tickets", version),
             True,
             True,
             _KEY + _TEXT + _VERSION,
             _constraints(id_format),
             [f"{_POLICY} * true {{0}} {_TENANT_QUAL}", "tickets_writer * true owner true true"],
+            [*tickets_indexes, "btree unique (tenant, id)"],
         ),
         "tombstones": (
-            _TOMBSTONES_COMMENT,
+            comment("tombstones", version),
             True,
             True,
             _KEY + _VERSION,
@@ -237,20 +359,53 @@ def _expected(id_format: IdFormat) -> dict[str, tuple[object, ...]]:
                 f"{_TOMBSTONES_POLICY} * true {{0}} {_TENANT_QUAL}",
                 "tombstones_writer * true owner true true",
             ],
+            ["btree unique (tenant, id)"],
         ),
         "high_water": (
-            _HIGH_WATER_COMMENT,
+            comment("high_water", version),
             False,
             False,
             _VERSION,
             ["CHECK ((version >= 0))"],
             [],
+            [],
         ),
     }
+    key = ["tenant text C NOT NULL"]
+    gram = ["gram text C NOT NULL"]
+    tables = {
+        "title_grams": (
+            [*key, *gram, "bucket bigint  NOT NULL", "offsets bytea  NOT NULL"],
+            "(tenant, gram, bucket)",
+        ),
+        "gram_counts": ([*key, *gram, "tickets bigint  NOT NULL"], "(tenant, gram)"),
+        "tenant_sizes": (
+            [*key, "tickets bigint  NOT NULL", "indexed boolean  NOT NULL"],
+            "(tenant)",
+        ),
+    }
+    for table, (columns, primary) in tables.items():
+        expected[table] = (
+            comment(table, version),
+            True,
+            True,
+            columns,
+            [f"PRIMARY KEY {primary}"],
+            [
+                f"{table}_tenant * true {{0}} {_TENANT_QUAL}",
+                f"{table}_writer * true owner true true",
+            ],
+            [f"btree unique {primary}"],
+        )
+    if version < SCHEMA_VERSION:
+        expected.update(dict.fromkeys(INDEX_TABLES))
+    if version < 5:
+        expected["high_water"] = None
+    return expected
 
 
-_TABLES = ("tickets", "tombstones", "high_water")
-_OLD_VERSIONS = tuple(f"ticket-tools tickets, schema version {n}" for n in (1, 2, 3, 4))
+_TABLES = ("tickets", "tombstones", "high_water", *INDEX_TABLES)
+_OLD_VERSIONS = tuple(comment("tickets", n) for n in range(1, SCHEMA_VERSION))
 
 # Whether the connection's roles could skip the policy: a superuser, a BYPASSRLS role,
 # or the table's owner, or a member of any of these (who could SET ROLE to it). Both
@@ -290,33 +445,48 @@ def check_connection(connection: psycopg.Connection, source: str) -> None:
 
 
 def check_schema(
-    connection: psycopg.Connection, source: str, id_format: IdFormat = ID_FORMAT
+    connection: psycopg.Connection,
+    source: str,
+    id_format: IdFormat = ID_FORMAT,
+    *,
+    version: int = SCHEMA_VERSION,
 ) -> None:
     """Raise StoreFailure("schema") unless the tables are this schema version, policies forced.
 
     The tables must be the ones made for IDs of `id_format`: ones made for another width
     are refused with a message naming both widths, and a database of an older version
-    with what migrates it.
+    with what migrates it. `version` 4 or 5 checks a database to migrate: exactly what
+    that version made.
     """
     found = {table: connection.execute(_SCHEMA_SQL, (table,)).fetchone() for table in _TABLES}
-    if found == _expected(id_format):
+    if found == _expected(id_format, version):
         return
     for digits in range(MIN_ID_DIGITS, MAX_ID_DIGITS + 1):
-        if found == _expected(IdFormat(digits)):
+        if found == _expected(IdFormat(digits), version):
             raise IdWidthError(source, digits, id_format)
     tickets = found["tickets"]
-    if tickets is not None and tickets[0] in _OLD_VERSIONS:
-        version = _OLD_VERSIONS.index(tickets[0]) + 1
-        raise StoreFailure(
-            "schema",
-            f"{source} has schema version {version}; to migrate, run docs/postgres.md's "
-            "migration statements as the table's owner",
+    if tickets is not None and tickets[0] in _OLD_VERSIONS and version == SCHEMA_VERSION:
+        old = _OLD_VERSIONS.index(tickets[0]) + 1
+        fix = (
+            "run ticket-tools migrate --postgres DSN as the tables' owner"
+            if old in MIGRATES_FROM
+            else "run docs/postgres.md's migration statements as the table's owner"
         )
+        raise StoreFailure("schema", f"{source} has schema version {old}; to migrate, {fix}")
     raise StoreFailure(
         "schema",
         f"{source} has no ticket-tools tickets, tombstones and high_water tables "
-        f"(schema version {SCHEMA_VERSION}) with their row-level security forced",
+        f"(schema version {version}) with their row-level security forced",
     )
+
+
+def found_version(connection: psycopg.Connection) -> int | None:
+    """Return the schema version the tickets table's comment says (None: none of ours)."""
+    row = connection.execute(
+        "SELECT obj_description(to_regclass('tickets'), 'pg_class')"
+    ).fetchone()
+    stamps = [comment("tickets", n) for n in range(1, SCHEMA_VERSION + 1)]
+    return stamps.index(row[0]) + 1 if row is not None and row[0] in stamps else None
 
 
 def describe(dsn: str) -> str:

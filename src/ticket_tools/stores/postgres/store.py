@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import psycopg
 from psycopg_pool import ConnectionPool
@@ -27,6 +28,7 @@ from psycopg_pool import ConnectionPool
 from ticket_tools.filters import TicketFilter
 from ticket_tools.store import TicketStore
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.index_search import find_with_index
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.postgres.deadline import DeadlineConnection
 from ticket_tools.stores.postgres.hosts import HostList
@@ -36,6 +38,7 @@ from ticket_tools.stores.postgres.schema import (
     describe,
     store_error,
 )
+from ticket_tools.stores.postgres.title_index import PostgresSession
 from ticket_tools.stores.records import is_text
 from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
 
@@ -55,6 +58,15 @@ _MAX_LIMIT = 2**63 - 1
 # they cannot leak to the next borrower of the pooled connection.
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true), set_config('statement_timeout', %s, true)"
 _GET_SQL = "SELECT id, title, status FROM tickets WHERE tenant = %s AND id = %s"
+# A text search's statements (the index, then the tickets) read one snapshot. Its tables
+# are locked first, before the snapshot is taken (at the first SELECT): a swap by
+# `import --replace` committed meanwhile has then either happened before it, whole, or
+# waits for the search, as it waits for any reader's statement. A lock taken after the
+# snapshot would find the new tables, their rows committed after it: an empty page.
+_SNAPSHOT = (
+    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
+    "LOCK TABLE tickets, title_grams, gram_counts, tenant_sizes IN ACCESS SHARE MODE",
+)
 # How far the server is behind its primary, from what any role may read (docs/postgres.md,
 # "Staleness"): caught up, when not a standby, or when a WAL receiver is connected to the
 # primary and everything received is replayed; else the age of the last replayed commit (NULL
@@ -70,6 +82,10 @@ SELECT NOT pg_is_in_recovery()
 """
 _STALENESS_TENANT = ""  # the staleness reads no ticket: scoped to a tenant no ticket has
 _now = time.monotonic  # the clock of the caught-up memory (a test sets its own)
+T = TypeVar("T")
+Work = Callable[[DeadlineConnection, float], Callable[[], T]]
+"""A call's statements, given its connection (its transaction scoped) and deadline; returns
+what reads their results, called once the transaction is committed (in the same pipeline)."""
 
 
 # One fixed statement per filter combination, each read along the primary key.
@@ -97,12 +113,21 @@ class PostgresStore(TicketStore):
     """The server instance last seen caught up by `staleness_seconds`, and when (`_now`)."""
 
     def __init__(
-        self, pool: ConnectionPool[DeadlineConnection], source: str, *, timeout: float
+        self,
+        pool: ConnectionPool[DeadlineConnection],
+        source: str,
+        *,
+        timeout: float,
+        id_digits: int = ID_FORMAT.digits,
     ) -> None:
-        """Wrap an open pool whose connections `check_connection` has configured."""
+        """Wrap an open pool whose connections `check_connection` has configured.
+
+        `id_digits`: the width of the tables' ids (`open` checked it).
+        """
         self._pool = pool
         self._source = source
         self._timeout = timeout
+        self._id_digits = id_digits
         self._close = weakref.finalize(self, pool.close)
 
     @classmethod
@@ -155,7 +180,7 @@ class PostgresStore(TicketStore):
             pool.drain()
 
         pool.open()
-        return cls(pool, source, timeout=timeout)
+        return cls(pool, source, timeout=timeout, id_digits=id_format.digits)
 
     def close(self) -> None:
         """Close the pool; later calls raise StoreFailure."""
@@ -177,8 +202,11 @@ class PostgresStore(TicketStore):
     def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
         """Return the first `limit` (None: all) of `tenant`'s tickets matching `where`, by id.
 
-        One range read of the primary key from (tenant, after) onwards, filtered as
-        it goes and stopped after `limit` rows, as in SQLite.
+        Without a text, one range read from (tenant, after) onwards (of the primary key,
+        or of the status index with a status), stopped after `limit` rows, as in SQLite.
+        With one, the plan of `index_search`, in the call's one transaction (one snapshot,
+        REPEATABLE READ): a short scan, then the title index, every statement one the
+        planner can run along an index under the forced policy.
         """
         values = (tenant, where.status, where.text)
         if (limit is not None and limit <= 0) or not all(
@@ -186,14 +214,26 @@ class PostgresStore(TicketStore):
         ):
             # Nothing stored holds NUL or a lone surrogate, so such a value matches nothing.
             return []
-        statement, params = _PAGE.query(
-            tenant,
-            after=None if where.after is None else _lower_bound(where.after),
-            status=where.status,
-            text=None if where.text is None else where.text.lower(),
-            limit=None if limit is None or limit > _MAX_LIMIT else limit,
-        )
-        return [_ticket(row) for row in self._select(tenant, statement, params)]
+        limit = None if limit is None or limit > _MAX_LIMIT else limit
+        if where.text is None:
+            statement, params = _page_query(tenant, where.status, None, where.after, limit)
+            return [_ticket(row) for row in self._select(tenant, statement, params)]
+
+        def search(connection: DeadlineConnection, deadline: float) -> Callable[[], list[Ticket]]:
+            session = PostgresSession(
+                connection,
+                tenant,
+                width=self._id_digits,
+                deadline=deadline,
+                page=lambda status, text, after, rows: _page_query(
+                    tenant, status, text, after, rows
+                ),
+                ticket=_ticket,
+            )
+            found = find_with_index(session, where, limit)
+            return lambda: found
+
+        return self._read(tenant, search, prelude=_SNAPSHOT)
 
     def staleness_seconds(self) -> float:
         """Return how many seconds the server read is behind its primary (0: caught up).
@@ -219,14 +259,29 @@ class PostgresStore(TicketStore):
         return min(bounds, default=math.inf)
 
     def _select(
+        self, tenant: str, statement: str, params: tuple[object, ...]
+    ) -> list[tuple[object, ...]]:
+        """Run one statement in a read-only transaction scoped to `tenant`."""
+
+        def run(
+            connection: DeadlineConnection, deadline: float
+        ) -> Callable[[], list[tuple[object, ...]]]:
+            return connection.execute(statement, params).fetchall
+
+        return self._read(tenant, run)
+
+    def _read(
         self,
         tenant: str,
-        statement: str,
-        params: tuple[object, ...],
+        work: Work[T],
         *,
+        prelude: tuple[str, ...] = (),
         deadline: float | None = None,
-    ) -> list[tuple[object, ...]]:
-        """Run one statement in a read-only transaction scoped to `tenant`, by `deadline`."""
+    ) -> T:
+        """Run `work` in a read-only transaction scoped to `tenant`, by `deadline`.
+
+        `prelude`: statements run first, before the scope (and so before any snapshot).
+        """
         retry = deadline is None
         if deadline is None:
             deadline = time.monotonic() + self._timeout
@@ -236,13 +291,18 @@ class PostgresStore(TicketStore):
                 connection.deadline = deadline + FROZEN_GRACE
                 try:
                     with connection.pipeline():
-                        # Pipelined: BEGIN, the scope, the query and COMMIT go out together,
-                        # one round trip to the server instead of four.
+                        # Pipelined: BEGIN, the scope, the statements and COMMIT go out
+                        # together, one round trip for a page instead of four.
                         left = _milliseconds(deadline - time.monotonic())
+                        if prelude:
+                            # Waits for a lock are bounded too (a swap in progress).
+                            connection.execute(f"SET LOCAL statement_timeout = {left}")
+                        for statement in prelude:
+                            connection.execute(statement)
                         connection.execute(_SCOPE_SQL, (tenant, left))
-                        cursor = connection.execute(statement, params)
+                        results = work(connection, deadline)
                         connection.commit()
-                        return cursor.fetchall()
+                        return results()
                 finally:
                     connection.deadline = None
         except psycopg.Error as error:
@@ -252,7 +312,7 @@ class PostgresStore(TicketStore):
             # time left. (A frozen one was closed, not broken: no time is left.)
             if retry and connection is not None and connection.broken:
                 self._pool.check()
-                return self._select(tenant, statement, params, deadline=deadline)
+                return self._read(tenant, work, prelude=prelude, deadline=deadline)
             raise store_error(error, self._source, "read") from None
 
 
@@ -300,5 +360,18 @@ def _lower_bound(after: str) -> str:
     return after + "\x01"
 
 
-def _ticket(row: tuple[object, ...]) -> Ticket:
+def _ticket(row: Sequence[object]) -> Ticket:
     return {"id": str(row[0]), "title": str(row[1]), "status": str(row[2])}
+
+
+def _page_query(
+    tenant: str, status: str | None, text: str | None, after: str | None, limit: int | None
+) -> tuple[str, tuple[object, ...]]:
+    """Return the page statement of these filters (`after`, any text; `text`, lowered here)."""
+    return _PAGE.query(
+        tenant,
+        after=None if after is None else _lower_bound(after),
+        status=status,
+        text=None if text is None else text.lower(),
+        limit=limit,
+    )

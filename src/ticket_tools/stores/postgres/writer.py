@@ -13,15 +13,17 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import psycopg
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, FeedError, Key, OnWait, has_nul, plan
+from ticket_tools.stores.index_writes import TitleChange
 
 # WRITER_LOCK is held for each batch: a row lock cannot guard a key not yet stored.
 from ticket_tools.stores.postgres.schema import WRITER_LOCK, check_schema, describe, store_error
+from ticket_tools.stores.postgres.title_index import SIZES_OF_SQL, IndexUpkeep, index_tenant
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long one batch may take, waits for locks included (its statement_timeout).
@@ -34,9 +36,10 @@ _LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
 _TRY_LOCK_SQL = "SELECT pg_try_advisory_xact_lock(%s)"
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true)"
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
+# A ticket's title comes too: the title index drops its grams (`title_index.IndexUpkeep`).
 _VERSIONS_SQL = (
-    "SELECT id, version FROM tickets WHERE tenant = %s AND id = ANY(%s) "
-    "UNION ALL SELECT id, version FROM tombstones WHERE tenant = %s AND id = ANY(%s)"
+    "SELECT id, version, title FROM tickets WHERE tenant = %s AND id = ANY(%s) "
+    "UNION ALL SELECT id, version, NULL FROM tombstones WHERE tenant = %s AND id = ANY(%s)"
 )
 # title_lower is Python's title.lower(), recomputed on every upsert, as import computes it.
 _UPSERT_SQL = (
@@ -57,8 +60,8 @@ _DROP_TOMBSTONE_SQL = "DELETE FROM tombstones WHERE tenant = %s AND id = %s"
 _ALL_VERSIONS_SQL = (
     'WITH keys(tenant, id) AS (SELECT tenant COLLATE "C", id COLLATE "C" '
     "FROM unnest(%s::text[], %s::text[]) AS k(tenant, id)) "
-    "SELECT tenant, id, version FROM keys JOIN tickets USING (tenant, id) "
-    "UNION ALL SELECT tenant, id, version FROM keys JOIN tombstones USING (tenant, id)"
+    "SELECT tenant, id, version, title FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version, NULL FROM keys JOIN tombstones USING (tenant, id)"
 )
 # The WHERE repeats the version rule `plan` applied under the writers' lock: a second
 # guard, which never skips a row while every writer takes that lock.
@@ -88,12 +91,16 @@ _FLOOR_SQL = "SELECT max(version) FROM high_water"
 # Whether the tables' writer policy covers the connection: it names the owner, and
 # applies to every role that has the owner's privileges.
 _COVERED_SQL = "SELECT pg_has_role(relowner, 'USAGE') FROM pg_class WHERE oid = 'tickets'::regclass"
-# Whether the connection's role may write both tables: the reader may not.
+# Whether the connection's role may write the tables: the reader may not.
 _WRITER_SQL = """
 SELECT has_table_privilege('tickets', 'SELECT, INSERT, UPDATE, DELETE')
     AND has_table_privilege('tombstones', 'SELECT, INSERT, UPDATE, DELETE')
     AND has_table_privilege('high_water', 'SELECT')
+    AND has_table_privilege('title_grams', 'SELECT, INSERT, UPDATE, DELETE')
+    AND has_table_privilege('gram_counts', 'SELECT, INSERT, UPDATE, DELETE')
+    AND has_table_privilege('tenant_sizes', 'SELECT, INSERT, UPDATE, DELETE')
 """
+_TENANT_SIZE_SQL = "SELECT tenant, tickets, indexed FROM tenant_sizes WHERE tenant = %s"
 
 
 class PostgresWriter:
@@ -154,8 +161,8 @@ class PostgresWriter:
             if connection.execute(_WRITER_SQL).fetchone() != (True,):
                 raise StoreFailure(
                     "privileged",
-                    f"{source} connects as a role that cannot write the tickets and "
-                    "tombstones tables (and read high_water); connect as their owner or "
+                    f"{source} connects as a role that cannot write the tickets, tombstones "
+                    "and title index tables (and read high_water); connect as their owner or "
                     "the writer role",
                 )
             covered = connection.execute(_COVERED_SQL).fetchone() == (True,)
@@ -207,22 +214,44 @@ class PostgresWriter:
             raise store_error(error, self._source, "write") from None
 
     def _apply_whole(self, changes: Sequence[Change]) -> Counts:
-        """Apply a batch in at most five statements, whatever its tenants (the owner)."""
+        """Apply a batch in a few set-based statements, whatever its tenants (the owner).
+
+        Three round trips: the versions, titles, floor and tenant sizes; the edited
+        containers of the title index (only if an indexed tenant's title changed); the writes.
+        """
         connection = self._connection
         with connection.transaction():
             with connection.pipeline():
                 self._lock()
                 keys = sorted({change.key for change in changes})
-                cursor: psycopg.Cursor[tuple[str, str, int]] = connection.cursor()
+                tenants = sorted({key[0] for key in keys})
+                cursor: psycopg.Cursor[tuple[str, str, int, str | None]] = connection.cursor()
                 cursor.execute(
                     _ALL_VERSIONS_SQL, ([key[0] for key in keys], [key[1] for key in keys])
                 )
                 floor = self._read_floor()
-                stored = {(tenant, id_): version for tenant, id_, version in cursor.fetchall()}
+                sizes = connection.execute(SIZES_OF_SQL, (tenants,))
+                stored: dict[Key, int] = {}
+                titles: dict[Key, str] = {}
+                for tenant, id_, version, title in cursor.fetchall():
+                    stored[(tenant, id_)] = version
+                    if title is not None:
+                        titles[(tenant, id_)] = title
                 [(high_water,)] = floor.fetchall()
+                held = {tenant: (tickets, indexed) for tenant, tickets, indexed in sizes.fetchall()}
             winners, counts = plan(changes, stored, high_water)
+            upkeep = IndexUpkeep(held, _title_changes(winners.values(), titles))
+            containers: dict[tuple[str, str, int], bytes] = {}
+            if upkeep.edits.containers:
+                containers = {
+                    (tenant, gram, bucket): offsets
+                    for tenant, gram, bucket, offsets in upkeep.read(connection).fetchall()
+                }
             with connection.pipeline():
                 self._write_all(list(winners.values()))
+                upkeep.write(connection, containers)
+            for tenant in upkeep.promoted():
+                index_tenant(connection, tenant)
         return counts
 
     def _lock(self) -> None:
@@ -275,32 +304,65 @@ class PostgresWriter:
             with connection.pipeline():
                 self._lock()
                 reads = [
-                    (tenant, self._read_versions(tenant, group))
+                    (tenant, self._read_versions(tenant, group), self._read_size(tenant))
                     for tenant, group in by_tenant.items()
                 ]
                 floor = self._read_floor()
                 stored: dict[Key, int] = {}
-                for tenant, cursor in reads:
-                    for ticket_id, version in cursor.fetchall():
+                titles: dict[Key, str] = {}
+                held: dict[str, tuple[int, bool]] = {}
+                for tenant, cursor, size in reads:
+                    for ticket_id, version, title in cursor.fetchall():
                         stored[(tenant, ticket_id)] = version
+                        if title is not None:
+                            titles[(tenant, ticket_id)] = title
+                    for _, tickets, indexed in size.fetchall():
+                        held[tenant] = (tickets, indexed)
                 [(high_water,)] = floor.fetchall()
             counts = Counts()
+            planned = {}
+            for tenant, group in by_tenant.items():
+                winners, tenant_counts = plan(group, stored, high_water)
+                counts += tenant_counts
+                planned[tenant] = winners
+            changed = [change for winners in planned.values() for change in winners.values()]
+            upkeep = IndexUpkeep(held, _title_changes(changed, titles))
+            containers: dict[tuple[str, str, int], bytes] = {}
+            edited = sorted({key[0] for key in upkeep.edits.containers})
+            if edited:
+                with connection.pipeline():
+                    cursors = []
+                    for tenant in edited:
+                        connection.execute(_SCOPE_SQL, (tenant,))
+                        cursors.append(upkeep.read(connection, [tenant]))
+                    for read in cursors:
+                        for tenant, gram, bucket, offsets in read.fetchall():
+                            containers[(tenant, gram, bucket)] = offsets
             with connection.pipeline():
-                for tenant, group in by_tenant.items():
-                    winners, tenant_counts = plan(group, stored, high_water)
-                    counts += tenant_counts
+                for tenant, winners in planned.items():
                     self._write(tenant, list(winners.values()))
+                    upkeep.write(connection, containers, [tenant])
+            for tenant in upkeep.promoted():
+                connection.execute(_SCOPE_SQL, (tenant,))
+                index_tenant(connection, tenant)
         return counts
+
+    def _read_size(self, tenant: str) -> psycopg.Cursor[tuple[str, int, bool]]:
+        cursor: psycopg.Cursor[tuple[str, int, bool]] = self._connection.cursor()
+        cursor.execute(_TENANT_SIZE_SQL, (tenant,))
+        return cursor
 
     def _read_floor(self) -> psycopg.Cursor[tuple[int | None]]:
         cursor: psycopg.Cursor[tuple[int | None]] = self._connection.cursor()
         cursor.execute(_FLOOR_SQL)
         return cursor
 
-    def _read_versions(self, tenant: str, group: list[Change]) -> psycopg.Cursor[tuple[str, int]]:
+    def _read_versions(
+        self, tenant: str, group: list[Change]
+    ) -> psycopg.Cursor[tuple[str, int, str | None]]:
         ids = sorted({change.id for change in group})
         self._connection.execute(_SCOPE_SQL, (tenant,))
-        cursor: psycopg.Cursor[tuple[str, int]] = self._connection.cursor()
+        cursor: psycopg.Cursor[tuple[str, int, str | None]] = self._connection.cursor()
         cursor.execute(_VERSIONS_SQL, (tenant, ids, tenant, ids))
         return cursor
 
@@ -317,3 +379,16 @@ class PostgresWriter:
         )
         cursor.executemany(_DROP_TICKET_SQL, [c.key for c in deletes])
         cursor.executemany(_BURY_SQL, [(c.tenant, c.id, c.version) for c in deletes])
+
+
+def _title_changes(winners: Iterable[Change], titles: dict[Key, str]) -> list[TitleChange]:
+    """Return each winner's key with its title before (`titles`: the stored ones) and after."""
+    return [
+        TitleChange(
+            change.tenant,
+            change.id,
+            titles.get(change.key),
+            change.title if change.op == "upsert" else None,
+        )
+        for change in winners
+    ]

@@ -209,11 +209,11 @@ class SQLiteStore(TicketStore):
             session = SQLiteSession(
                 connection,
                 tenant,
-                self._id_format.digits,
-                lambda status, text, after, limit: _page_query(
+                width=self._id_format.digits,
+                page=lambda status, text, after, limit: _page_query(
                     tenant, TicketFilter(status, text, after), limit
                 ),
-                self._ticket,
+                ticket=self._ticket,
             )
             try:
                 connection.execute("BEGIN")

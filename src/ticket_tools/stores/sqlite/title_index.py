@@ -250,6 +250,7 @@ class SQLiteSession:
         self,
         connection: sqlite3.Connection,
         tenant: str,
+        *,
         width: int,
         page: PageQuery,
         ticket: Callable[[Row], Ticket],
@@ -339,7 +340,7 @@ class SQLiteSession:
             for number in numbers
         ]
 
-    def tickets(self, ids: Sequence[str], status: str | None) -> list[Row]:
+    def tickets(self, ids: Sequence[str], status: str | None) -> Sequence[Row]:
         """Return the tickets with these ids and `status`, by id."""
         marks = ", ".join(["?"] * len(ids))
         if status is None:

@@ -1,0 +1,349 @@
+"""The title index on SQLite and PostgreSQL: every page the dict store's, before and after writes.
+
+Issue 31's done-when, as properties over generated stores: titles and queries of ASCII,
+é, ß, CJK, İ (two code points lowered), the Kelvin sign, sigma, %, _, \\ and spaces;
+cursors of any text; limits 1 to 10 and None. Every tenant is indexed here
+(INDEX_MIN_TICKETS 0) and the scan before the index reads one row a ticket, so that the
+index's own paths answer most searches; ids of six digits spread over several buckets.
+After generated feeds (upserts, deletes, stale changes, tombstones) and refreshes (a swap,
+a versioned merge), the pages still match the oracle's, and the index is exactly what a
+build from the stored tickets makes: no gram left behind, none missing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import OWNER, READER, PostgresDatabase
+from ticket_tools import (
+    DictStore,
+    IdFormat,
+    Records,
+    TicketFilter,
+    TicketStore,
+    make_registry,
+    run_tool,
+)
+from ticket_tools.stores import index_search, index_writes
+from ticket_tools.stores.feed import Change, Counts
+from ticket_tools.stores.grams import build_rows, title_grams
+from ticket_tools.stores.postgres.importer import import_records, replace_records
+from ticket_tools.stores.postgres.store import PostgresStore
+from ticket_tools.stores.postgres.writer import PostgresWriter
+from ticket_tools.stores.records import record_rows
+from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.store import SQLiteStore
+from ticket_tools.stores.sqlite.writer import SQLiteWriter
+
+SIX = IdFormat(6)
+REGISTRY = make_registry(SIX)
+TENANTS = ("alpha", "beta", "É")
+# Issue 31's characters, END (\x01) itself, and words that make queries hit.
+ALPHABET = "aAbBkKlLoOgG eéÉßẞİiI\u212a\u03a3\u03c3\u03c2票据%_\\\x01"
+WORDS = ("login", "LOGIN", "kerberos", "İstanbul", "Straße", "票据", "100%", "a_b", "C:\\x")
+# Numbers across four buckets of 4,096: the first, the second's edges, and far on.
+numbers = st.sampled_from((0, 1, 2, 4095, 4096, 4097, 8191, 12288, 999_999)) | st.integers(
+    0, 13_000
+)
+ticket_ids = numbers.map(lambda n: f"TKT-{n:06d}")
+statuses = st.sampled_from(("open", "closed"))
+titles = st.lists(st.sampled_from(WORDS) | st.text(ALPHABET, max_size=6), max_size=4).map(" ".join)
+queries = (
+    st.sampled_from(WORDS)
+    | st.text(ALPHABET, min_size=1, max_size=6)
+    | st.text(ALPHABET, min_size=30, max_size=40)
+)
+cursors = st.none() | ticket_ids | st.text("TK-0149 \x00\uffff", max_size=8)
+limits = st.none() | st.integers(1, 11)
+
+
+@st.composite
+def stores(draw: st.DrawFn) -> dict[str, dict[str, str]]:
+    keys = draw(st.sets(st.tuples(st.sampled_from(TENANTS), ticket_ids), max_size=40))
+    return {
+        f"{tenant}:{ticket_id}": {"id": ticket_id, "title": draw(titles), "status": draw(statuses)}
+        for tenant, ticket_id in sorted(keys)
+    }
+
+
+@st.composite
+def requests(
+    draw: st.DrawFn, records: dict[str, dict[str, str]]
+) -> tuple[str, TicketFilter, int | None]:
+    tenant = draw(st.sampled_from((*TENANTS, "delta")))
+    stored = [ticket["title"] for key, ticket in records.items() if key.startswith(f"{tenant}:")]
+    # A query cut from a stored title, so that most searches find something.
+    cut: st.SearchStrategy[str] = st.nothing()
+    if any(stored):
+        cut = st.sampled_from([title for title in stored if title]).flatmap(
+            lambda title: st.tuples(st.integers(0, len(title) - 1), st.integers(1, 40)).map(
+                lambda span: title[span[0] : span[0] + span[1]]
+            )
+        )
+    text = draw(st.none() | queries | cut)
+    where = TicketFilter(draw(st.none() | statuses), text, draw(cursors))
+    return tenant, where, draw(limits)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def index_everything() -> Iterator[None]:
+    """Index every tenant, and let the index answer after a scan of one row a ticket."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(index_writes, "INDEX_MIN_TICKETS", 0)
+        patch.setattr(index_search, "MIN_SCAN_ROWS", 1)
+        patch.setattr(index_search, "SCAN_ROWS_PER_TICKET", 1)
+        yield
+
+
+# --- The stores under test, each made from records, with its writer and index dump ---
+
+
+@dataclass
+class Made:
+    """A store of the generated records, its writer's apply and replace, and its index rows."""
+
+    store: TicketStore
+    apply: Callable[[list[Change]], Counts]
+    replace: Callable[[Records, int | None], object]
+    index: Callable[[], dict[str, set[tuple[object, ...]]]]
+
+
+Maker = Callable[[Records], Made]
+
+
+@pytest.fixture(scope="module")
+def sqlite_folder() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory() as folder:
+        yield Path(folder)
+
+
+@pytest.fixture(scope="module")
+def pg_six(
+    postgres_database: PostgresDatabase,
+) -> Iterator[tuple[str, PostgresStore, PostgresWriter]]:
+    """A database of six-digit ids: the owner's DSN, a reader store, the owner's writer."""
+    name = "title_index"
+    with psycopg.connect(postgres_database.superuser, autocommit=True) as connection:
+        connection.execute(f"CREATE DATABASE {name} OWNER {OWNER}")
+    owner = postgres_database.cluster.dsn(OWNER, name)
+    with psycopg.connect(owner) as connection:
+        import_records(connection, {}, grant_to=READER, id_format=SIX)
+    store = PostgresStore.open(postgres_database.cluster.dsn(READER, name), id_format=SIX)
+    writer = PostgresWriter.open(owner, id_format=SIX)
+    try:
+        yield owner, store, writer
+    finally:
+        store.close()
+        writer.close()
+        with psycopg.connect(postgres_database.superuser, autocommit=True) as connection:
+            connection.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def _rows(
+    connection: sqlite3.Connection | psycopg.Connection,
+) -> dict[str, set[tuple[object, ...]]]:
+    return {
+        "title_grams": {
+            (tenant, gram, int(bucket), bytes(offsets))
+            for tenant, gram, bucket, offsets in connection.execute("SELECT * FROM title_grams")
+        },
+        "gram_counts": {
+            (tenant, gram, int(count))
+            for tenant, gram, count in connection.execute("SELECT * FROM gram_counts")
+        },
+        "tenant_sizes": {
+            (tenant, int(count), bool(indexed))
+            for tenant, count, indexed in connection.execute("SELECT * FROM tenant_sizes")
+            if count  # a tenant emptied by a feed keeps its row; a build makes none
+        },
+    }
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def make(request: pytest.FixtureRequest) -> Iterator[Maker]:
+    if request.param == "sqlite":
+        folder: Path = request.getfixturevalue("sqlite_folder")
+        counter = iter(range(10**9))
+        opened: list[SQLiteStore | SQLiteWriter] = []
+
+        def sqlite_made(records: Records) -> Made:
+            for done in opened:  # the previous example's
+                done.close()
+            path = folder / f"t{next(counter)}.sqlite"
+            write_database(path, records, id_format=SIX)
+            store = SQLiteStore.open(path, id_format=SIX)
+            writer = SQLiteWriter.open(path, id_format=SIX)
+            opened[:] = [store, writer]
+
+            def replace(snapshot: Records, high_water: int | None) -> object:
+                return writer.replace(record_rows(snapshot, id_format=SIX), high_water=high_water)
+
+            def index() -> dict[str, set[tuple[object, ...]]]:
+                with sqlite3.connect(path) as connection:
+                    return _rows(connection)
+
+            return Made(store, writer.apply, replace, index)
+
+        yield sqlite_made
+        for done in opened:
+            done.close()
+        return
+    owner, store, writer = request.getfixturevalue("pg_six")
+
+    def postgres_made(records: Records) -> Made:
+        with psycopg.connect(owner) as connection, connection.transaction():
+            connection.execute("TRUNCATE tickets, tombstones, high_water")
+            import_records(connection, records, id_format=SIX)
+
+        def replace(snapshot: Records, high_water: int | None) -> object:
+            with psycopg.connect(owner) as connection:
+                return replace_records(connection, snapshot, high_water=high_water, id_format=SIX)
+
+        def index() -> dict[str, set[tuple[object, ...]]]:
+            with psycopg.connect(owner) as connection:
+                return _rows(connection)
+
+        return Made(store, writer.apply, replace, index)
+
+    yield postgres_made
+
+
+def expected_index(records: Records) -> dict[str, set[tuple[object, ...]]]:
+    """The index rows a build makes from `records` (every tenant indexed)."""
+    by_tenant: dict[str, list[tuple[str, str]]] = {}
+    for key, ticket in sorted(records.items()):
+        by_tenant.setdefault(key.rpartition(":")[0], []).append(
+            (str(ticket["id"]), str(ticket["title"]))
+        )
+    grams = {
+        tuple(row) for tenant, tickets in by_tenant.items() for row in build_rows(tenant, tickets)
+    }
+    counts: dict[tuple[str, str], int] = {}
+    for tenant, tickets in by_tenant.items():
+        for _, title in tickets:
+            for gram in title_grams(title):
+                counts[(tenant, gram)] = counts.get((tenant, gram), 0) + 1
+    return {
+        "title_grams": grams,
+        "gram_counts": {(*key, count) for key, count in counts.items()},
+        "tenant_sizes": {(tenant, len(tickets), True) for tenant, tickets in by_tenant.items()},
+    }
+
+
+def same_answers(store: TicketStore, records: Records, data: st.DataObject) -> None:
+    """Generated finds and search walks answer as the dict store does."""
+    oracle = DictStore(records)
+    for _ in range(4):
+        tenant, where, limit = data.draw(requests(dict(records)), label="find")  # type: ignore[arg-type]
+        assert store.find(tenant, where, limit=limit) == oracle.find(tenant, where, limit=limit)
+    tenant, where, limit = data.draw(requests(dict(records)), label="walk")  # type: ignore[arg-type]
+    args: dict[str, Any] = {"limit": limit or 10}
+    if where.text is not None and len(where.text) <= 40:
+        args["query"] = where.text
+    if where.status is not None:
+        args["status"] = where.status
+    context = {"tenant": tenant, "can_read_tickets": True}
+    for _ in range(50):
+        got = run_tool("search_tickets", args, context, store, registry=REGISTRY).result
+        assert got == run_tool("search_tickets", args, context, records, registry=REGISTRY).result
+        if got.get("next_cursor") is None:
+            break
+        args["cursor"] = got["next_cursor"]
+
+
+@settings(max_examples=120)
+@given(records=stores(), data=st.data())
+def test_every_page_is_the_dict_stores(
+    make: Maker, records: dict[str, dict[str, str]], data: st.DataObject
+) -> None:
+    made = make(records)
+    same_answers(made.store, records, data)
+    assert made.index() == expected_index(records)
+
+
+# --- After feeds and refreshes ---
+
+
+@st.composite
+def changes(draw: st.DrawFn, records: dict[str, dict[str, str]]) -> Change:
+    """A change of a stored key (its title changed or the ticket deleted) or of a new one."""
+    new = st.tuples(st.sampled_from(TENANTS), ticket_ids)
+    stored = [tuple(key.split(":")) for key in records]
+    key = draw(st.sampled_from(stored) | new if stored else new)
+    version = draw(st.integers(0, 6))
+    if draw(st.booleans()) and draw(st.booleans()):
+        return Change("delete", key[0], key[1], version)
+    return Change("upsert", key[0], key[1], version, draw(titles), draw(statuses))
+
+
+@dataclass
+class State:
+    """The oracle: the tickets and every key's version, by the version rule."""
+
+    records: dict[str, dict[str, str]]
+    versions: dict[str, int]
+    floor: int | None = None
+    """The version of every key neither stored nor buried (after a versioned refresh)."""
+
+    def apply(self, batch: list[Change]) -> Counts:
+        counts = Counts()
+        for change in batch:
+            key = f"{change.tenant}:{change.id}"
+            version = self.versions.get(key, self.floor)
+            if version is not None and change.version <= version:
+                counts += Counts(stale=1)
+                continue
+            self.versions[key] = change.version
+            if change.op == "upsert":
+                self.records[key] = {
+                    "id": change.id,
+                    "title": change.title,
+                    "status": change.status,
+                }
+                counts += Counts(upserted=1)
+            else:
+                self.records.pop(key, None)
+                counts += Counts(deleted=1)
+        return counts
+
+
+@settings(max_examples=60)
+@given(records=stores(), data=st.data())
+def test_the_index_follows_feeds_and_refreshes(
+    make: Maker, records: dict[str, dict[str, str]], data: st.DataObject
+) -> None:
+    made = make(records)
+    state = State({key: dict(ticket) for key, ticket in records.items()}, dict.fromkeys(records, 0))
+    for step in range(data.draw(st.integers(1, 4), label="steps")):
+        kind = data.draw(st.sampled_from(("feed", "feed", "swap", "merge")), label=f"step {step}")
+        if kind == "feed":
+            batch = data.draw(st.lists(changes(state.records), max_size=12), label="batch")
+            assert made.apply(batch) == state.apply(batch)
+        elif kind == "swap":
+            fresh = data.draw(stores(), label="swap")
+            made.replace(fresh, None)
+            state = State(
+                {key: dict(ticket) for key, ticket in fresh.items()}, dict.fromkeys(fresh, 0)
+            )
+        else:
+            # A snapshot at a high-water past every version so far: it is the whole truth.
+            fresh = data.draw(stores(), label="merge")
+            high = max(state.versions.values(), default=0) + 1
+            made.replace({key: {**ticket, "version": high} for key, ticket in fresh.items()}, high)
+            state = State(
+                {key: dict(ticket) for key, ticket in fresh.items()},
+                dict.fromkeys(fresh, high),
+                high,
+            )
+        same_answers(made.store, state.records, data)
+        assert made.index() == expected_index(state.records)
