@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -51,6 +51,10 @@ from ticket_tools.tickets import ID_PREFIX, Ticket
 SCAN_ROWS_PER_TICKET = 8
 # And at least this many, so a page of one still gives the scan its chance.
 MIN_SCAN_ROWS = 32
+# A store may read, with the look, every container of each term this few tickets have
+# (PostgreSQL does, in its first round trip): a rare word's candidates are then known
+# without a round trip more, and the next one reads their tickets.
+PROBE_TICKETS = 64
 # How many of the rarest terms are intersected in a bucket; the rule checks the rest.
 INTERSECT_TERMS = 3
 # Buckets of the rarest term read at first: as many as its count says hold the tickets
@@ -74,6 +78,9 @@ class Look:
     counts: tuple[int, ...] = ()
     """Per term, how many of the tenant's tickets have each gram of it, summed (empty if not
     indexed): the rarest term has the lowest."""
+    small: Mapping[Term, Sequence[tuple[int, bytes]]] | None = None
+    """Every (bucket, container) of each term at most PROBE_TICKETS tickets have, where the
+    store read them with the look (PostgreSQL, in its round trip); None where it did not."""
 
 
 Row = Sequence[object]
@@ -110,7 +117,10 @@ class IndexSession(Protocol):
     def start(
         self, status: str | None, after: str | None, rows: int, terms: Sequence[Term]
     ) -> Start:
-        """Look the terms up; read, if wanted, up to `rows` tickets after `after` with `status`."""
+        """Look the terms up; read, if wanted, up to `rows` tickets after `after` with `status`.
+
+        A store may read the small terms' containers too (`Look.small`).
+        """
 
     def filtered_scan(
         self, status: str | None, text: str, after: str | None, limit: int | None
@@ -160,16 +170,14 @@ def find_with_index(session: IndexSession, where: TicketFilter, limit: int | Non
     if lowest is None:
         return found
     wanted = None if limit is None else limit - len(found)
-    # The buckets the wanted tickets fill, if the rarest term's tickets are spread evenly.
-    spread = look.tickets if wanted is None else wanted * look.tickets
-    buckets = min(MAX_FIRST_BUCKETS, spread // (rarest * BUCKET_SIZE) + 1)
-    candidates = _candidates(
-        session,
-        terms[ranked[0]],
-        [terms[index] for index in ranked[1:INTERSECT_TERMS]],
-        lowest,
-        buckets,
-    )
+    driver, others = terms[ranked[0]], [terms[index] for index in ranked[1:INTERSECT_TERMS]]
+    if look.small is not None and driver in look.small:
+        candidates = _local(look.small, driver, others, lowest, session.width)
+    else:
+        # The buckets the wanted tickets fill, if the rarest term's are spread evenly.
+        spread = look.tickets if wanted is None else wanted * look.tickets
+        buckets = min(MAX_FIRST_BUCKETS, spread // (rarest * BUCKET_SIZE) + 1)
+        candidates = _candidates(session, driver, others, lowest, buckets)
     return found + _checked(session, candidates, where.status, text, wanted)
 
 
@@ -198,6 +206,35 @@ def _candidates(
             return
         first = buckets[-1].bucket + 1
         count *= BUCKETS_GROWTH
+
+
+def _local(
+    small: Mapping[Term, Sequence[tuple[int, bytes]]],
+    driver: Term,
+    others: list[Term],
+    lowest: int,
+    width: int,
+) -> Iterator[str]:
+    """Yield the candidates of a driver whose every container the look read, ascending.
+
+    Intersected with the other terms whose containers it read too (the rule checks the rest).
+    """
+    held = [term for term in others if term in small]
+    by_bucket = [_by_bucket(small[term]) for term in (driver, *held)]
+    for number in sorted(by_bucket[0]):
+        found = Bucket(
+            number, by_bucket[0][number], [term.get(number, []) for term in by_bucket[1:]]
+        )
+        base = number << BUCKET_BITS
+        for offset in _intersection(found, lowest - base):
+            yield f"{ID_PREFIX}{base + offset:0{width}d}"
+
+
+def _by_bucket(containers: Sequence[tuple[int, bytes]]) -> dict[int, list[bytes]]:
+    grouped: dict[int, list[bytes]] = {}
+    for bucket, container in containers:
+        grouped.setdefault(bucket, []).append(container)
+    return grouped
 
 
 def _intersection(bucket: Bucket, lowest: int) -> Iterator[int]:

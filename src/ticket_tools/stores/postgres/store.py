@@ -38,7 +38,7 @@ from ticket_tools.stores.postgres.schema import (
     describe,
     store_error,
 )
-from ticket_tools.stores.postgres.title_index import PostgresSession
+from ticket_tools.stores.postgres.title_index import GENERIC, PostgresSession
 from ticket_tools.stores.records import is_text
 from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
 
@@ -57,16 +57,18 @@ _MAX_LIMIT = 2**63 - 1
 # Transaction-local (the `true`): both settings end with the call's transaction, so
 # they cannot leak to the next borrower of the pooled connection.
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true), set_config('statement_timeout', %s, true)"
+# A text search's: its statements planned generically too (`title_index._BOUNDS_SQL`).
+_SEARCH_SCOPE_SQL = (
+    "SELECT set_config('app.tenant', %s, true), set_config('statement_timeout', %s, true), "
+    f"set_config('plan_cache_mode', '{GENERIC}', true)"
+)
 _GET_SQL = "SELECT id, title, status FROM tickets WHERE tenant = %s AND id = %s"
 # A text search's statements (the index, then the tickets) read one snapshot. Its tables
 # are locked first, before the snapshot is taken (at the first SELECT): a swap by
 # `import --replace` committed meanwhile has then either happened before it, whole, or
 # waits for the search, as it waits for any reader's statement. A lock taken after the
 # snapshot would find the new tables, their rows committed after it: an empty page.
-_SNAPSHOT = (
-    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-    "LOCK TABLE tickets, title_grams, gram_counts, tenant_sizes IN ACCESS SHARE MODE",
-)
+_SNAPSHOT_LOCK = "LOCK TABLE tickets, title_grams, gram_counts, tenant_sizes IN ACCESS SHARE MODE"
 # How far the server is behind its primary, from what any role may read (docs/postgres.md,
 # "Staleness"): caught up, when not a standby, or when a WAL receiver is connected to the
 # primary and everything received is replayed; else the age of the last replayed commit (NULL
@@ -233,7 +235,7 @@ class PostgresStore(TicketStore):
             found = find_with_index(session, where, limit)
             return lambda: found
 
-        return self._read(tenant, search, prelude=_SNAPSHOT)
+        return self._read(tenant, search, snapshot=True)
 
     def staleness_seconds(self) -> float:
         """Return how many seconds the server read is behind its primary (0: caught up).
@@ -275,12 +277,13 @@ class PostgresStore(TicketStore):
         tenant: str,
         work: Work[T],
         *,
-        prelude: tuple[str, ...] = (),
+        snapshot: bool = False,
         deadline: float | None = None,
     ) -> T:
         """Run `work` in a read-only transaction scoped to `tenant`, by `deadline`.
 
-        `prelude`: statements run first, before the scope (and so before any snapshot).
+        `snapshot`: REPEATABLE READ, its tables locked first (_SNAPSHOT_LOCK), for work of
+        several statements; else READ COMMITTED, each statement its own snapshot.
         """
         retry = deadline is None
         if deadline is None:
@@ -289,22 +292,27 @@ class PostgresStore(TicketStore):
         try:
             with self._pool.connection(deadline - time.monotonic()) as connection:
                 connection.deadline = deadline + FROZEN_GRACE
+                if snapshot:  # psycopg's BEGIN then says it
+                    connection.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
                 try:
                     with connection.pipeline():
                         # Pipelined: BEGIN, the scope, the statements and COMMIT go out
                         # together, one round trip for a page instead of four.
                         left = _milliseconds(deadline - time.monotonic())
-                        if prelude:
-                            # Waits for a lock are bounded too (a swap in progress).
+                        if snapshot:
+                            # The lock's wait is bounded too (a swap in progress).
                             connection.execute(f"SET LOCAL statement_timeout = {left}")
-                        for statement in prelude:
-                            connection.execute(statement)
-                        connection.execute(_SCOPE_SQL, (tenant, left))
+                            connection.execute(_SNAPSHOT_LOCK)
+                        connection.execute(
+                            _SEARCH_SCOPE_SQL if snapshot else _SCOPE_SQL, (tenant, left)
+                        )
                         results = work(connection, deadline)
                         connection.commit()
                         return results()
                 finally:
                     connection.deadline = None
+                    if snapshot and not connection.closed:
+                        connection.isolation_level = None
         except psycopg.Error as error:
             # A pooled connection may have died while idle (a restart, a dropped
             # link), and so may its idle siblings: drop every dead one, then try the
@@ -312,7 +320,7 @@ class PostgresStore(TicketStore):
             # time left. (A frozen one was closed, not broken: no time is left.)
             if retry and connection is not None and connection.broken:
                 self._pool.check()
-                return self._read(tenant, work, prelude=prelude, deadline=deadline)
+                return self._read(tenant, work, snapshot=snapshot, deadline=deadline)
             raise store_error(error, self._source, "read") from None
 
 

@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
 
 import psycopg
 
 from ticket_tools.stores import index_writes
-from ticket_tools.stores.grams import GramRow, TenantIndexBuilder, Term, build_rows
-from ticket_tools.stores.index_search import Bucket, Look, Row, Start
+from ticket_tools.stores.grams import (
+    GramRow,
+    TenantIndexBuilder,
+    Term,
+    build_rows,
+)
+from ticket_tools.stores.index_search import PROBE_TICKETS, Bucket, Look, Row, Start
 from ticket_tools.stores.index_writes import IndexEdits, TitleChange, index_edits
 from ticket_tools.stores.postgres.schema import force_index
 from ticket_tools.tickets import Ticket
@@ -37,32 +42,76 @@ Fill = Literal["copy", "insert"]
 # Tickets read per fetch while an index is built; also how often progress is told.
 _BUILD_BATCH = 10_000
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true)"
-_TIMEOUT_SQL = "SELECT set_config('statement_timeout', %s, true)"
+# Each round trip of a search bounds its statements by what is left of the call, and sets
+# how they are planned: a search's statements are the same few each time, prepared by
+# psycopg after a few calls, and PostgreSQL's generic plan of each is the custom one less
+# the planning (a millisecond for the look, on every call). Not a page with a status: its
+# generic plan reads the primary key and filters (the planner cannot tell the rare status
+# from the common one without its value), its custom plan the status index.
+_BOUNDS_SQL = (
+    "SELECT set_config('statement_timeout', %s, true), set_config('plan_cache_mode', %s, true)"
+)
+GENERIC = "force_generic_plan"
+_CUSTOM = "auto"
 
 # A search's reads (PostgresSession), each bound to one tenant and run as the reader.
-_SIZE_SQL = "SELECT tickets, indexed FROM tenant_sizes WHERE tenant = %s"
-_COUNTS_SQL = "SELECT gram, tickets FROM gram_counts WHERE tenant = %s AND gram = ANY(%s)"
-_RANGE_COUNT_SQL = (
-    "SELECT coalesce(sum(tickets), 0)::bigint FROM gram_counts "
-    "WHERE tenant = %s AND gram >= %s AND gram <= %s"
+# The look, in one statement, its rows told apart by their first column: 0, the tenant's
+# size (no row: not indexed); 1, a gram's count; 2, a container of a gram at most
+# %(small)s tickets have (`index_search.Look.small`); 3 and 4, the same of each range
+# term, by its place in the arrays (its count summed over its grams).
+_LOOK_SQL = """
+WITH ranges AS (
+    SELECT q.low COLLATE "C" AS low, q.high COLLATE "C" AS high, q.place, (
+        SELECT coalesce(sum(c.tickets), 0) FROM gram_counts c
+        WHERE c.tenant = %(tenant)s AND c.gram >= q.low COLLATE "C" AND c.gram <= q.high COLLATE "C"
+    ) AS n
+    FROM unnest(%(lows)s::text[], %(highs)s::text[]) WITH ORDINALITY AS q(low, high, place)
 )
-# The rarest term's first `count` buckets from `first` on, as a list the others join.
-_DRIVER_BUCKETS = (
+SELECT 0, NULL::text, NULL::bigint, tickets, NULL::bytea
+FROM tenant_sizes WHERE tenant = %(tenant)s AND indexed
+UNION ALL
+SELECT 1, gram, NULL, tickets, NULL FROM gram_counts
+WHERE tenant = %(tenant)s AND gram = ANY(%(grams)s)
+UNION ALL
+SELECT 2, g.gram, g.bucket, NULL, g.offsets
+FROM gram_counts c JOIN title_grams g ON g.tenant = c.tenant AND g.gram = c.gram
+WHERE c.tenant = %(tenant)s AND c.gram = ANY(%(grams)s) AND c.tickets <= %(small)s
+UNION ALL
+SELECT 3, r.place::text, NULL, r.n, NULL FROM ranges r
+UNION ALL
+SELECT 4, r.place::text, g.bucket, NULL, g.offsets
+FROM ranges r JOIN title_grams g ON g.tenant = %(tenant)s AND g.gram >= r.low AND g.gram <= r.high
+WHERE r.n <= %(small)s
+"""
+# The rarest term's first %(count)s buckets from %(first)s on: by its gram (equality, so
+# the bucket bounds the index read too), or its range of grams.
+_CHOSEN_ONE = (
     "SELECT bucket FROM title_grams WHERE tenant = %(tenant)s AND gram = %(low)s "
     "AND bucket >= %(first)s ORDER BY bucket LIMIT %(count)s"
 )
-_RANGE_DRIVER_BUCKETS = (
+_CHOSEN_RANGE = (
     "SELECT DISTINCT bucket FROM title_grams WHERE tenant = %(tenant)s AND gram >= %(low)s "
     "AND gram <= %(high)s AND bucket >= %(first)s ORDER BY bucket LIMIT %(count)s"
 )
-_TERM_IN = (
-    "SELECT bucket, offsets FROM title_grams WHERE tenant = %(tenant)s AND gram = %(term_low)s "
-    "AND bucket IN ({buckets}) ORDER BY bucket"
+# Every term's containers in those buckets (the rarest's at place 0), in one statement.
+_BUCKETS_SQL = """
+WITH chosen AS ({chosen}),
+singles AS (
+    SELECT s.gram COLLATE "C" AS gram, s.place
+    FROM unnest(%(grams)s::text[], %(places)s::int[]) AS s(gram, place)
+),
+ranges AS (
+    SELECT r.low COLLATE "C" AS low, r.high COLLATE "C" AS high, r.place
+    FROM unnest(%(lows)s::text[], %(highs)s::text[], %(range_places)s::int[]) AS r(low, high, place)
 )
-_RANGE_TERM_IN = (
-    "SELECT bucket, offsets FROM title_grams WHERE tenant = %(tenant)s "
-    "AND gram >= %(term_low)s AND gram <= %(term_high)s AND bucket IN ({buckets}) ORDER BY bucket"
-)
+SELECT s.place, g.bucket, g.offsets FROM singles s JOIN title_grams g
+    ON g.tenant = %(tenant)s AND g.gram = s.gram
+    AND g.bucket = ANY(ARRAY(SELECT bucket FROM chosen))
+UNION ALL
+SELECT r.place, g.bucket, g.offsets FROM ranges r JOIN title_grams g
+    ON g.tenant = %(tenant)s AND g.gram >= r.low AND g.gram <= r.high
+    AND g.bucket IN (SELECT bucket FROM chosen)
+"""
 _TICKETS_SQL = (
     "SELECT id, title, status FROM tickets WHERE tenant = %s AND id = ANY(%s) ORDER BY id"
 )
@@ -306,40 +355,66 @@ class PostgresSession:
         """How many digits every ticket id of the store has."""
         self.ticket = ticket
         """Make a row the ticket a search returns."""
+        self.statements: list[tuple[str, Sequence[object] | Mapping[str, object]]] | None = None
+        """Where the statements run are recorded, if a list (`PostgresStore.search_plans`)."""
 
-    def _bounded(self) -> None:
+    def _bounded(self, plans: str = GENERIC) -> None:
         left = max(1, math.ceil((self._deadline - time.monotonic()) * 1000))
-        self._connection.execute(_TIMEOUT_SQL, (str(left),))
+        self._run(_BOUNDS_SQL, (str(left), plans))
+
+    def _run(
+        self, sql: str, params: Sequence[object] | Mapping[str, object]
+    ) -> psycopg.Cursor[Any]:
+        """Execute one statement (within the caller's pipeline); record it if asked to."""
+        if self.statements is not None:
+            self.statements.append((sql, params))
+        return self._connection.execute(sql, params)
 
     def start(
         self, status: str | None, after: str | None, rows: int, terms: Sequence[Term]
     ) -> Start:
-        """Look the terms up and read the scan's rows, in one round trip."""
+        """Look the terms up and read the scan's rows, in one round trip of two statements."""
         connection = self._connection
         grams = sorted({term.low for term in terms if term.low == term.high})
         ranges = [term for term in terms if term.low != term.high]
+        values = {
+            "tenant": self._tenant,
+            "grams": grams,
+            "lows": [term.low for term in ranges],
+            "highs": [term.high for term in ranges],
+            "small": PROBE_TICKETS,
+        }
         with connection.pipeline():
-            size = connection.execute(_SIZE_SQL, (self._tenant,))
-            counts = connection.execute(_COUNTS_SQL, (self._tenant, grams))
-            sums = [connection.execute(_RANGE_COUNT_SQL, (self._tenant, *term)) for term in ranges]
+            look = self._run(_LOOK_SQL, values)
             sql, params = self._page(status, None, after, rows)
-            scan = connection.execute(sql, params)
-            found = size.fetchone()
-            counted: dict[object, int] = {gram: int(count) for gram, count in counts.fetchall()}
-            for term, cursor in zip(ranges, sums, strict=True):
-                [(count,)] = cursor.fetchall()
-                counted[term] = int(count)
+            if status is not None:
+                self._bounded(_CUSTOM)
+            scan = self._run(sql, params)
+            found = look.fetchall()
             scanned = scan.fetchall()
-        if found is None or not found[1]:
+        size: int | None = None
+        counted: dict[object, int] = {}
+        small: dict[Term, list[tuple[int, bytes]]] = {}
+        for kind, name, bucket, count, offsets in found:
+            if kind == 0:
+                size = int(count)
+                continue
+            term = Term(name, name) if kind in (1, 2) else ranges[int(name) - 1]
+            if kind in (1, 3):
+                counted[term] = int(count)
+            else:
+                small.setdefault(term, []).append((int(bucket), bytes(offsets)))
+        if size is None:
             return Start(Look(indexed=False), lambda: scanned)
-        look = Look(
-            indexed=True,
-            tickets=int(found[0]),
-            counts=tuple(
-                counted.get(term.low if term.low == term.high else term, 0) for term in terms
+        return Start(
+            Look(
+                indexed=True,
+                tickets=size,
+                counts=tuple(counted.get(term, 0) for term in terms),
+                small=small,
             ),
+            lambda: scanned,
         )
-        return Start(look, lambda: scanned)
 
     def filtered_scan(
         self, status: str | None, text: str, after: str | None, limit: int | None
@@ -347,39 +422,34 @@ class PostgresSession:
         """Return the first `limit` matching tickets after `after`: the page statement's scan."""
         sql, params = self._page(status, text, after, limit)
         with self._connection.pipeline():
-            self._bounded()
-            rows = self._connection.execute(sql, params).fetchall()
+            self._bounded(_CUSTOM)
+            rows = self._run(sql, params).fetchall()
         return [self.ticket(row) for row in rows]
 
     def buckets(self, driver: Term, others: Sequence[Term], first: int, count: int) -> list[Bucket]:
         """Return the first `count` buckets from `first` on where `driver` has a gram."""
+        placed = list(enumerate((driver, *others)))
+        singles = [(place, term) for place, term in placed if term.low == term.high]
+        ranges = [(place, term) for place, term in placed if term.low != term.high]
+        chosen = _CHOSEN_ONE if driver.low == driver.high else _CHOSEN_RANGE
         values: dict[str, object] = {
             "tenant": self._tenant,
             "low": driver.low,
             "high": driver.high,
             "first": first,
             "count": count,
+            "grams": [term.low for _, term in singles],
+            "places": [place for place, _ in singles],
+            "lows": [term.low for _, term in ranges],
+            "highs": [term.high for _, term in ranges],
+            "range_places": [place for place, _ in ranges],
         }
-        buckets = _DRIVER_BUCKETS if driver.low == driver.high else _RANGE_DRIVER_BUCKETS
-        connection = self._connection
-        with connection.pipeline():
+        with self._connection.pipeline():
             self._bounded()
-            cursors = []
-            for term in (driver, *others):
-                sql = (_TERM_IN if term.low == term.high else _RANGE_TERM_IN).format(
-                    buckets=buckets
-                )
-                cursors.append(
-                    connection.execute(
-                        sql, {**values, "term_low": term.low, "term_high": term.high}
-                    )
-                )
-            held: list[dict[int, list[bytes]]] = []
-            for cursor in cursors:
-                containers: dict[int, list[bytes]] = {}
-                for bucket, offsets in cursor.fetchall():
-                    containers.setdefault(int(bucket), []).append(bytes(offsets))
-                held.append(containers)
+            rows = self._run(_BUCKETS_SQL.format(chosen=chosen), values).fetchall()
+        held: list[dict[int, list[bytes]]] = [{} for _ in placed]
+        for place, bucket, offsets in rows:
+            held[place].setdefault(int(bucket), []).append(bytes(offsets))
         driven, rest = held[0], held[1:]
         return [
             Bucket(number, driven[number], [term.get(number, []) for term in rest])
@@ -391,9 +461,7 @@ class PostgresSession:
         with self._connection.pipeline():
             self._bounded()
             if status is None:
-                cursor = self._connection.execute(_TICKETS_SQL, (self._tenant, list(ids)))
+                cursor = self._run(_TICKETS_SQL, (self._tenant, list(ids)))
             else:
-                cursor = self._connection.execute(
-                    _STATUS_TICKETS_SQL, (self._tenant, list(ids), status)
-                )
+                cursor = self._run(_STATUS_TICKETS_SQL, (self._tenant, list(ids), status))
             return cursor.fetchall()
