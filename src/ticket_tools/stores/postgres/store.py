@@ -20,6 +20,7 @@ import math
 import time
 import weakref
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import psycopg
@@ -38,7 +39,7 @@ from ticket_tools.stores.postgres.schema import (
     describe,
     store_error,
 )
-from ticket_tools.stores.postgres.title_index import GENERIC, PostgresSession
+from ticket_tools.stores.postgres.title_index import BOUNDS_PREFIX, GENERIC, PostgresSession
 from ticket_tools.stores.records import is_text
 from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
 
@@ -84,6 +85,27 @@ SELECT NOT pg_is_in_recovery()
 """
 _STALENESS_TENANT = ""  # the staleness reads no ticket: scoped to a tenant no ticket has
 _now = time.monotonic  # the clock of the caught-up memory (a test sets its own)
+# What this backend has read of each table of a search and not yet reported to the
+# statistics (the current transaction's reads and recent ones'): a search's are the
+# difference before and after it.
+_READS_SQL = """
+SELECT relname, seq_scan, seq_tup_read, coalesce(idx_scan, 0), coalesce(idx_tup_fetch, 0)
+FROM pg_stat_xact_user_tables
+WHERE relname IN ('tickets', 'title_grams', 'gram_counts', 'tenant_sizes')
+ORDER BY relname
+"""
+
+
+@dataclass(frozen=True)
+class SearchPlans:
+    """What a text search read (`PostgresStore.search_plans`), and how."""
+
+    reads: dict[str, tuple[int, ...]]
+    """Per table it read: sequential scans, rows they read, index scans, rows they fetched."""
+    plans: list[str]
+    """EXPLAIN ANALYZE of each statement it ran, in order."""
+
+
 T = TypeVar("T")
 Work = Callable[[DeadlineConnection, float], Callable[[], T]]
 """A call's statements, given its connection (its transaction scoped) and deadline; returns
@@ -222,20 +244,56 @@ class PostgresStore(TicketStore):
             return [_ticket(row) for row in self._select(tenant, statement, params)]
 
         def search(connection: DeadlineConnection, deadline: float) -> Callable[[], list[Ticket]]:
-            session = PostgresSession(
-                connection,
-                tenant,
-                width=self._id_digits,
-                deadline=deadline,
-                page=lambda status, text, after, rows: _page_query(
-                    tenant, status, text, after, rows
-                ),
-                ticket=_ticket,
-            )
-            found = find_with_index(session, where, limit)
+            found = find_with_index(self._session(connection, tenant, deadline), where, limit)
             return lambda: found
 
         return self._read(tenant, search, snapshot=True)
+
+    def search_plans(self, tenant: str, where: TicketFilter, *, limit: int | None) -> SearchPlans:
+        """Run the text search of `where`; return what it read, and each statement's plan.
+
+        As `find` runs it: the reader's transaction, scoped to `tenant`, under the policy.
+        The reads are this transaction's counts from pg_stat_xact_user_tables, taken
+        before the plans are made: the statements as they ran (generic plans, prepared).
+        """
+
+        def explain(connection: DeadlineConnection, deadline: float) -> Callable[[], SearchPlans]:
+            session = self._session(connection, tenant, deadline)
+            session.statements = []
+            before = _reads(connection)
+            find_with_index(session, where, limit)
+            after = _reads(connection)
+            reads = {
+                table: tuple(
+                    now - then
+                    for now, then in zip(counts, before.get(table, (0,) * 4), strict=True)
+                )
+                for table, counts in after.items()
+            }
+            plans = [
+                "\n".join(
+                    str(line[0])
+                    for line in connection.execute(f"EXPLAIN (ANALYZE, COSTS OFF) {sql}", params)
+                )
+                for sql, params in session.statements
+                if not sql.startswith(BOUNDS_PREFIX)
+            ]
+            return lambda: SearchPlans(reads, plans)
+
+        return self._read(tenant, explain, snapshot=True)
+
+    def _session(
+        self, connection: DeadlineConnection, tenant: str, deadline: float
+    ) -> PostgresSession:
+        """Return the session of one text search on `connection`, whose call ends by `deadline`."""
+        return PostgresSession(
+            connection,
+            tenant,
+            width=self._id_digits,
+            deadline=deadline,
+            page=lambda status, text, after, rows: _page_query(tenant, status, text, after, rows),
+            ticket=_ticket,
+        )
 
     def staleness_seconds(self) -> float:
         """Return how many seconds the server read is behind its primary (0: caught up).
@@ -322,6 +380,14 @@ class PostgresStore(TicketStore):
                 self._pool.check()
                 return self._read(tenant, work, snapshot=snapshot, deadline=deadline)
             raise store_error(error, self._source, "read") from None
+
+
+def _reads(connection: DeadlineConnection) -> dict[str, tuple[int, ...]]:
+    """Return what this backend has read of a search's tables and not yet reported (_READS_SQL)."""
+    return {
+        str(table): tuple(int(count) for count in counts)
+        for table, *counts in connection.execute(_READS_SQL).fetchall()
+    }
 
 
 def _configure(

@@ -52,36 +52,43 @@ _BOUNDS_SQL = (
     "SELECT set_config('statement_timeout', %s, true), set_config('plan_cache_mode', %s, true)"
 )
 GENERIC = "force_generic_plan"
+BOUNDS_PREFIX = _BOUNDS_SQL[:40]
+"""How a round trip's bounds statement begins (`PostgresStore.search_plans` leaves it out)."""
 _CUSTOM = "auto"
 
 # A search's reads (PostgresSession), each bound to one tenant and run as the reader.
+# Every statement of a search is a few index reads whose plan has no choice to make: by
+# the primary key, with = or = ANY (an array, or an array a subquery makes first), or a
+# range of one gram column. No join or unnest: a generic plan (below) cannot tell how many
+# rows those bring, and may read a whole table for them (a seq scan under the policy).
 # The look, in one statement, its rows told apart by their first column: 0, the tenant's
 # size (no row: not indexed); 1, a gram's count; 2, a container of a gram at most
-# %(small)s tickets have (`index_search.Look.small`); 3 and 4, the same of each range
-# term, by its place in the arrays (its count summed over its grams).
+# %(small)s tickets have (`index_search.Look.small`).
 _LOOK_SQL = """
-WITH ranges AS (
-    SELECT q.low COLLATE "C" AS low, q.high COLLATE "C" AS high, q.place, (
-        SELECT coalesce(sum(c.tickets), 0) FROM gram_counts c
-        WHERE c.tenant = %(tenant)s AND c.gram >= q.low COLLATE "C" AND c.gram <= q.high COLLATE "C"
-    ) AS n
-    FROM unnest(%(lows)s::text[], %(highs)s::text[]) WITH ORDINALITY AS q(low, high, place)
-)
 SELECT 0, NULL::text, NULL::bigint, tickets, NULL::bytea
 FROM tenant_sizes WHERE tenant = %(tenant)s AND indexed
 UNION ALL
-SELECT 1, gram, NULL, tickets, NULL FROM gram_counts
-WHERE tenant = %(tenant)s AND gram = ANY(%(grams)s)
+SELECT 1, gram, NULL, tickets, NULL
+FROM gram_counts WHERE tenant = %(tenant)s AND gram = ANY(%(grams)s)
 UNION ALL
-SELECT 2, g.gram, g.bucket, NULL, g.offsets
-FROM gram_counts c JOIN title_grams g ON g.tenant = c.tenant AND g.gram = c.gram
-WHERE c.tenant = %(tenant)s AND c.gram = ANY(%(grams)s) AND c.tickets <= %(small)s
+SELECT 2, gram, bucket, NULL, offsets
+FROM title_grams WHERE tenant = %(tenant)s AND gram = ANY(ARRAY(
+    SELECT gram FROM gram_counts
+    WHERE tenant = %(tenant)s AND gram = ANY(%(grams)s) AND tickets <= %(small)s
+))
+"""
+# A range term's look (a query of one or two characters): 3, its count (summed over its
+# grams); 4, its containers, if that count is at most %(small)s.
+_RANGE_LOOK_SQL = """
+WITH counted AS (
+    SELECT coalesce(sum(tickets), 0)::bigint AS n FROM gram_counts
+    WHERE tenant = %(tenant)s AND gram >= %(low)s AND gram <= %(high)s
+)
+SELECT 3, NULL::text, NULL::bigint, (SELECT n FROM counted), NULL::bytea
 UNION ALL
-SELECT 3, r.place::text, NULL, r.n, NULL FROM ranges r
-UNION ALL
-SELECT 4, r.place::text, g.bucket, NULL, g.offsets
-FROM ranges r JOIN title_grams g ON g.tenant = %(tenant)s AND g.gram >= r.low AND g.gram <= r.high
-WHERE r.n <= %(small)s
+SELECT 4, NULL, bucket, NULL, offsets FROM title_grams
+WHERE tenant = %(tenant)s AND gram >= %(low)s AND gram <= %(high)s
+    AND (SELECT n FROM counted) <= %(small)s
 """
 # The rarest term's first %(count)s buckets from %(first)s on: by its gram (equality, so
 # the bucket bounds the index read too), or its range of grams.
@@ -93,25 +100,15 @@ _CHOSEN_RANGE = (
     "SELECT DISTINCT bucket FROM title_grams WHERE tenant = %(tenant)s AND gram >= %(low)s "
     "AND gram <= %(high)s AND bucket >= %(first)s ORDER BY bucket LIMIT %(count)s"
 )
-# Every term's containers in those buckets (the rarest's at place 0), in one statement.
-_BUCKETS_SQL = """
-WITH chosen AS ({chosen}),
-singles AS (
-    SELECT s.gram COLLATE "C" AS gram, s.place
-    FROM unnest(%(grams)s::text[], %(places)s::int[]) AS s(gram, place)
-),
-ranges AS (
-    SELECT r.low COLLATE "C" AS low, r.high COLLATE "C" AS high, r.place
-    FROM unnest(%(lows)s::text[], %(highs)s::text[], %(range_places)s::int[]) AS r(low, high, place)
+# A term's containers in those buckets: one statement a term, the same round trip.
+_TERM_IN = (
+    "SELECT bucket, offsets FROM title_grams WHERE tenant = %(tenant)s AND gram = %(term_low)s "
+    "AND bucket = ANY(ARRAY({chosen}))"
 )
-SELECT s.place, g.bucket, g.offsets FROM singles s JOIN title_grams g
-    ON g.tenant = %(tenant)s AND g.gram = s.gram
-    AND g.bucket = ANY(ARRAY(SELECT bucket FROM chosen))
-UNION ALL
-SELECT r.place, g.bucket, g.offsets FROM ranges r JOIN title_grams g
-    ON g.tenant = %(tenant)s AND g.gram >= r.low AND g.gram <= r.high
-    AND g.bucket IN (SELECT bucket FROM chosen)
-"""
+_RANGE_TERM_IN = (
+    "SELECT bucket, offsets FROM title_grams WHERE tenant = %(tenant)s "
+    "AND gram >= %(term_low)s AND gram <= %(term_high)s AND bucket = ANY(ARRAY({chosen}))"
+)
 _TICKETS_SQL = (
     "SELECT id, title, status FROM tickets WHERE tenant = %s AND id = ANY(%s) ORDER BY id"
 )
@@ -373,37 +370,45 @@ class PostgresSession:
     def start(
         self, status: str | None, after: str | None, rows: int, terms: Sequence[Term]
     ) -> Start:
-        """Look the terms up and read the scan's rows, in one round trip of two statements."""
-        connection = self._connection
+        """Look the terms up and read the scan's rows, in one round trip."""
         grams = sorted({term.low for term in terms if term.low == term.high})
         ranges = [term for term in terms if term.low != term.high]
-        values = {
-            "tenant": self._tenant,
-            "grams": grams,
-            "lows": [term.low for term in ranges],
-            "highs": [term.high for term in ranges],
-            "small": PROBE_TICKETS,
-        }
-        with connection.pipeline():
-            look = self._run(_LOOK_SQL, values)
+        tenant = self._tenant
+        with self._connection.pipeline():
+            looks: list[tuple[Term | None, psycopg.Cursor[Any]]] = [
+                (
+                    None,
+                    self._run(
+                        _LOOK_SQL, {"tenant": tenant, "grams": grams, "small": PROBE_TICKETS}
+                    ),
+                )
+            ]
+            for term in ranges:
+                values = {
+                    "tenant": tenant,
+                    "low": term.low,
+                    "high": term.high,
+                    "small": PROBE_TICKETS,
+                }
+                looks.append((term, self._run(_RANGE_LOOK_SQL, values)))
             sql, params = self._page(status, None, after, rows)
             if status is not None:
                 self._bounded(_CUSTOM)
             scan = self._run(sql, params)
-            found = look.fetchall()
+            found = [(term, cursor.fetchall()) for term, cursor in looks]
             scanned = scan.fetchall()
         size: int | None = None
-        counted: dict[object, int] = {}
+        counted: dict[Term, int] = {}
         small: dict[Term, list[tuple[int, bytes]]] = {}
-        for kind, name, bucket, count, offsets in found:
-            if kind == 0:
-                size = int(count)
-                continue
-            term = Term(name, name) if kind in (1, 2) else ranges[int(name) - 1]
-            if kind in (1, 3):
-                counted[term] = int(count)
-            else:
-                small.setdefault(term, []).append((int(bucket), bytes(offsets)))
+        for ranged, rows_of in found:
+            for kind, gram, bucket, count, offsets in rows_of:
+                term = ranged if ranged is not None else Term(gram, gram)
+                if kind == 0:
+                    size = int(count)
+                elif kind in (1, 3):
+                    counted[term] = int(count)
+                else:
+                    small.setdefault(term, []).append((int(bucket), bytes(offsets)))
         if size is None:
             return Start(Look(indexed=False), lambda: scanned)
         return Start(
@@ -428,9 +433,6 @@ class PostgresSession:
 
     def buckets(self, driver: Term, others: Sequence[Term], first: int, count: int) -> list[Bucket]:
         """Return the first `count` buckets from `first` on where `driver` has a gram."""
-        placed = list(enumerate((driver, *others)))
-        singles = [(place, term) for place, term in placed if term.low == term.high]
-        ranges = [(place, term) for place, term in placed if term.low != term.high]
         chosen = _CHOSEN_ONE if driver.low == driver.high else _CHOSEN_RANGE
         values: dict[str, object] = {
             "tenant": self._tenant,
@@ -438,18 +440,22 @@ class PostgresSession:
             "high": driver.high,
             "first": first,
             "count": count,
-            "grams": [term.low for _, term in singles],
-            "places": [place for place, _ in singles],
-            "lows": [term.low for _, term in ranges],
-            "highs": [term.high for _, term in ranges],
-            "range_places": [place for place, _ in ranges],
         }
         with self._connection.pipeline():
             self._bounded()
-            rows = self._run(_BUCKETS_SQL.format(chosen=chosen), values).fetchall()
-        held: list[dict[int, list[bytes]]] = [{} for _ in placed]
-        for place, bucket, offsets in rows:
-            held[place].setdefault(int(bucket), []).append(bytes(offsets))
+            cursors = [
+                self._run(
+                    (_TERM_IN if term.low == term.high else _RANGE_TERM_IN).format(chosen=chosen),
+                    {**values, "term_low": term.low, "term_high": term.high},
+                )
+                for term in (driver, *others)
+            ]
+            held: list[dict[int, list[bytes]]] = []
+            for cursor in cursors:
+                containers: dict[int, list[bytes]] = {}
+                for bucket, offsets in cursor.fetchall():
+                    containers.setdefault(int(bucket), []).append(bytes(offsets))
+                held.append(containers)
         driven, rest = held[0], held[1:]
         return [
             Bucket(number, driven[number], [term.get(number, []) for term in rest])
