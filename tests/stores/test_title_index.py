@@ -338,7 +338,7 @@ def test_the_index_follows_feeds_and_refreshes(
         else:
             # A snapshot at a high-water past every version so far: it is the whole truth.
             fresh = data.draw(stores(), label="merge")
-            high = max(state.versions.values(), default=0) + 1
+            high = max([*state.versions.values(), state.floor or 0]) + 1
             made.replace({key: {**ticket, "version": high} for key, ticket in fresh.items()}, high)
             state = State(
                 {key: dict(ticket) for key, ticket in fresh.items()},

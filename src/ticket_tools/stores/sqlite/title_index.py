@@ -77,9 +77,11 @@ _DRIVER_SQL = (
     "SELECT bucket, offsets FROM title_grams WHERE tenant = ? AND gram = ? AND bucket >= ? "
     "ORDER BY bucket LIMIT ?"
 )
+# A range's rows come in key order (by gram, then bucket), sorted by bucket here: an ORDER
+# BY would sort the same rows in a temporary B-tree.
 _RANGE_DRIVER_SQL = (
     "SELECT bucket, offsets FROM title_grams WHERE tenant = ? AND gram >= ? AND gram <= ? "
-    "AND bucket >= ? ORDER BY bucket"
+    "AND bucket >= ?"
 )
 _IN_BUCKETS_SQL = (
     "SELECT bucket, offsets FROM title_grams WHERE tenant = ? AND gram = ? AND bucket IN ({})"
@@ -293,8 +295,10 @@ class SQLiteSession:
         if row is None or not row[1]:
             return Look(indexed=False)
         grams = sorted({term.low for term in terms if term.low == term.high})
-        sql = _COUNTS_OF_SQL.format(", ".join(["?"] * len(grams)))
-        counts = dict(execute(sql, (self._tenant, *grams)).fetchall())
+        counts: dict[object, int] = {}
+        if grams:  # an empty IN () would read the whole table
+            sql = _COUNTS_OF_SQL.format(", ".join(["?"] * len(grams)))
+            counts.update(execute(sql, (self._tenant, *grams)).fetchall())
         for term in terms:
             if term.low != term.high:
                 [(count,)] = execute(_RANGE_COUNT_SQL, (self._tenant, *term)).fetchall()
@@ -319,15 +323,16 @@ class SQLiteSession:
         execute = self._connection.execute
         found: dict[int, list[bytes]] = {}
         if driver.low == driver.high:
-            rows = execute(_DRIVER_SQL, (self._tenant, driver.low, first, count))
+            rows = execute(_DRIVER_SQL, (self._tenant, driver.low, first, count)).fetchall()
         else:
-            rows = execute(_RANGE_DRIVER_SQL, (self._tenant, *driver, first))
-        self._cursors.append(rows)
-        for bucket, offsets in rows:
-            if bucket not in found and len(found) == count:
-                break
+            every = execute(_RANGE_DRIVER_SQL, (self._tenant, *driver, first)).fetchall()
+            kept = sorted({bucket for bucket, _ in every})[:count]
+            rows = [row for row in every if row[0] in kept]
+        for bucket, offsets in sorted(rows, key=lambda row: int(row[0])):
             found.setdefault(bucket, []).append(offsets)
         numbers = list(found)
+        if not numbers:  # and no IN (), which would read the whole table
+            return []
         marks = ", ".join(["?"] * len(numbers))
         held: list[dict[int, list[bytes]]] = []
         for term in others:

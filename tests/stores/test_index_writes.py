@@ -1,0 +1,43 @@
+"""index_writes: what a batch's title changes edit in the index, exactly."""
+
+from __future__ import annotations
+
+from ticket_tools.stores.grams import END, decode, encode
+from ticket_tools.stores.index_writes import ContainerEdit, TitleChange, index_edits
+
+GRAMS_OF_AB = {"ab" + END, "b" + END * 2}
+GRAMS_OF_B = {"b" + END * 2}
+
+
+def test_a_new_ticket_adds_its_grams_an_unchanged_title_nothing() -> None:
+    edits = index_edits(
+        [
+            TitleChange("alpha", "TKT-004097", None, "ab"),
+            TitleChange("alpha", "TKT-000001", "same", "same"),
+        ]
+    )
+    assert {key: (e.added, e.removed) for key, e in edits.containers.items()} == {
+        ("alpha", gram, 1): ({1}, set()) for gram in GRAMS_OF_AB
+    }
+    assert edits.counts == {("alpha", gram): 1 for gram in GRAMS_OF_AB}
+
+
+def test_a_changed_title_moves_only_the_grams_that_differ_a_delete_drops_them() -> None:
+    edits = index_edits(
+        [
+            TitleChange("alpha", "TKT-000002", "ab", "b"),
+            TitleChange("beta", "TKT-000003", "b", None),
+        ]
+    )
+    assert {key: (e.added, e.removed) for key, e in edits.containers.items()} == {
+        ("alpha", "ab" + END, 0): (set(), {2}),
+        ("beta", "b" + END * 2, 0): (set(), {3}),
+    }
+    assert edits.counts == {("alpha", "ab" + END): -1, ("beta", "b" + END * 2): -1}
+
+
+def test_an_edit_applied_to_a_container() -> None:
+    edit = ContainerEdit(added={5, 1}, removed={3})
+    assert list(decode(edit.applied(encode([2, 3, 9])))) == [1, 2, 5, 9]
+    assert list(decode(edit.applied(None))) == [1, 5]
+    assert ContainerEdit(removed={3}).applied(encode([3])) == b""
