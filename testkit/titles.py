@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 
-WORDS = (
+WORDS = (  # noqa: SIM905 - a sentence of words reads better than 250 quoted ones
     "login password reset email vpn laptop monitor keyboard mouse network wifi slow crash "
     "error fails broken cannot access account locked update install license software "
     "hardware screen battery charger phone mobile app settings sync calendar meeting outlook "

@@ -87,7 +87,7 @@ class MemorySession:
     ) -> list[Ticket]:
         self.reads.append("filtered_scan")
         where = TicketFilter(status, text, after)
-        found = [
+        found: list[Ticket] = [
             {"id": i, "title": t, "status": s}
             for i, t, s in self._tickets
             if where.matches({"id": i, "title": t, "status": s})
@@ -141,7 +141,7 @@ def tenants(draw: st.DrawFn) -> dict[str, dict[str, str]]:
     small=st.booleans(),
     scan_rows=st.sampled_from((1, 8)),
 )
-def test_the_plan_gives_the_dict_stores_answer(
+def test_the_plan_gives_the_dict_stores_answer(  # noqa: PLR0917 - hypothesis's arguments
     records: dict[str, dict[str, str]],
     text: str,
     status: str | None,
@@ -178,10 +178,10 @@ def test_a_search_needs_a_text() -> None:
         pytest.param({1: "ab"}, "   ", 5, ["start", "filtered_scan"], id="a-query-of-spaces"),
         pytest.param({1: "ab"}, "zz", 5, ["start"], id="a-term-no-title-has"),
         pytest.param(
-            {n: "login" for n in range(40)}, "login", 5, ["start", "scan"], id="a-common-word"
+            dict.fromkeys(range(40), "login"), "login", 5, ["start", "scan"], id="a-common-word"
         ),
         pytest.param(
-            {**{n: "noise" for n in range(40)}, 7: "kerberos", 5000: "kerberos"},
+            {**dict.fromkeys(range(40), "noise"), 7: "kerberos", 5000: "kerberos"},
             "kerberos",
             5,
             # One bucket first (the count says the page is in it), then four more.
@@ -192,7 +192,7 @@ def test_a_search_needs_a_text() -> None:
             # "kerberos" in bucket 0, "kerber os" sharing the rarest grams in 1 and 2:
             # candidates the rule refuses, read in batches that double.
             {
-                **{n: "noise" for n in range(40)},
+                **dict.fromkeys(range(40), "noise"),
                 **{BUCKET_SIZE + n: "kerb eros" for n in range(20)},
                 3: "kerberos",
             },
@@ -216,7 +216,7 @@ def test_the_reads_each_case_makes(
 def test_candidates_the_rule_refuses_are_read_in_growing_batches() -> None:
     # Forty titles have the three grams, none the whole word: each batch of candidates
     # doubles (1, 2, 4, ...) until none is left.
-    titles = {n: "abcd bcde" for n in range(40)} | {n: "noise" for n in range(40, 2040)}
+    titles = dict.fromkeys(range(40), "abcd bcde") | dict.fromkeys(range(40, 2040), "noise")
     session = MemorySession(_records(titles), "alpha", small=False)
     assert find_with_index(session, TicketFilter(text="abcde"), 1) == []
     assert [read for read in session.reads if read.startswith("tickets")] == [

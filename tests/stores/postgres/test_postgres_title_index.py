@@ -105,7 +105,7 @@ def test_the_index_tables_show_the_reader_one_tenants_rows(big: tuple[str, str])
             table: reader.execute(f"SELECT DISTINCT tenant FROM {table}").fetchall()  # noqa: S608
             for table in INDEX_TABLES
         }
-    assert unscoped == dict.fromkeys(INDEX_TABLES, [])
+    assert unscoped == {table: [] for table in INDEX_TABLES}
     # The small tenant is below INDEX_MIN_TICKETS: its size alone is kept.
     assert scoped == {"title_grams": [], "gram_counts": [], "tenant_sizes": [("small",)]}
     with psycopg.connect(big[1]) as reader:
@@ -146,7 +146,7 @@ def test_a_trigram_index_is_ignored_under_the_forced_policy(
     assert "AND (title_lower ~~ '%kerberos%'::text))" in as_reader
     # LIKE's function is not leakproof, the equality of the index's own reads is.
     with psycopg.connect(big[1]) as reader:
-        leakproof = dict(
+        leakproof: dict[str, bool] = dict(
             reader.execute(
                 "SELECT proname, proleakproof FROM pg_proc "
                 "WHERE proname IN ('textlike', 'texteq', 'text_ge', 'text_le', 'int8eq') "
