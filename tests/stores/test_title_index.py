@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import OWNER, READER, PostgresDatabase
+from index_rows import expected_index, index_rows
 from ticket_tools import (
     DictStore,
     IdFormat,
@@ -36,7 +37,6 @@ from ticket_tools import (
 )
 from ticket_tools.stores import index_search, index_writes
 from ticket_tools.stores.feed import Change, Counts
-from ticket_tools.stores.grams import build_rows, title_grams
 from ticket_tools.stores.postgres.importer import import_records, replace_records
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
@@ -149,26 +149,6 @@ def pg_six(
             connection.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
-def _rows(
-    connection: sqlite3.Connection | psycopg.Connection,
-) -> dict[str, set[tuple[object, ...]]]:
-    return {
-        "title_grams": {
-            (tenant, gram, int(bucket), bytes(offsets))
-            for tenant, gram, bucket, offsets in connection.execute("SELECT * FROM title_grams")
-        },
-        "gram_counts": {
-            (tenant, gram, int(count))
-            for tenant, gram, count in connection.execute("SELECT * FROM gram_counts")
-        },
-        "tenant_sizes": {
-            (tenant, int(count), bool(indexed))
-            for tenant, count, indexed in connection.execute("SELECT * FROM tenant_sizes")
-            if count  # a tenant emptied by a feed keeps its row; a build makes none
-        },
-    }
-
-
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def make(request: pytest.FixtureRequest) -> Iterator[Maker]:
     if request.param == "sqlite":
@@ -190,7 +170,7 @@ def make(request: pytest.FixtureRequest) -> Iterator[Maker]:
 
             def index() -> dict[str, set[tuple[object, ...]]]:
                 with sqlite3.connect(path) as connection:
-                    return _rows(connection)
+                    return index_rows(connection)
 
             return Made(store, writer.apply, replace, index)
 
@@ -211,33 +191,11 @@ def make(request: pytest.FixtureRequest) -> Iterator[Maker]:
 
         def index() -> dict[str, set[tuple[object, ...]]]:
             with psycopg.connect(owner) as connection:
-                return _rows(connection)
+                return index_rows(connection)
 
         return Made(store, writer.apply, replace, index)
 
     yield postgres_made
-
-
-def expected_index(records: Records) -> dict[str, set[tuple[object, ...]]]:
-    """The index rows a build makes from `records` (every tenant indexed)."""
-    by_tenant: dict[str, list[tuple[str, str]]] = {}
-    for key, ticket in sorted(records.items()):
-        by_tenant.setdefault(key.rpartition(":")[0], []).append(
-            (str(ticket["id"]), str(ticket["title"]))
-        )
-    grams = {
-        tuple(row) for tenant, tickets in by_tenant.items() for row in build_rows(tenant, tickets)
-    }
-    counts: dict[tuple[str, str], int] = {}
-    for tenant, tickets in by_tenant.items():
-        for _, title in tickets:
-            for gram in title_grams(title):
-                counts[(tenant, gram)] = counts.get((tenant, gram), 0) + 1
-    return {
-        "title_grams": grams,
-        "gram_counts": {(*key, count) for key, count in counts.items()},
-        "tenant_sizes": {(tenant, len(tickets), True) for tenant, tickets in by_tenant.items()},
-    }
 
 
 def same_answers(store: TicketStore, records: Records, data: st.DataObject) -> None:
@@ -347,3 +305,33 @@ def test_the_index_follows_feeds_and_refreshes(
             )
         same_answers(made.store, state.records, data)
         assert made.index() == expected_index(state.records)
+
+
+def test_a_tenant_grown_to_the_threshold_is_indexed_whole(
+    make: Maker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(index_writes, "INDEX_MIN_TICKETS", 3)
+    records = {
+        f"alpha:TKT-00000{n}": {"id": f"TKT-00000{n}", "title": f"Login {n}", "status": "open"}
+        for n in (1, 2)
+    }
+    made = make(records)
+    assert made.index() == expected_index(records, indexed=())
+    grown = Change("upsert", "alpha", "TKT-004097", 1, "Kerberos expired", "open")
+    assert made.apply([grown]) == Counts(1, 0, 0)
+    state = {
+        **records,
+        "alpha:TKT-004097": {"id": "TKT-004097", "title": "Kerberos expired", "status": "open"},
+    }
+    assert made.index() == expected_index(state, indexed={"alpha"})
+    # It keeps its index as it shrinks below the threshold again.
+    shrink = [
+        Change("delete", "alpha", "TKT-000001", 1),
+        Change("delete", "alpha", "TKT-000002", 1),
+    ]
+    assert made.apply(shrink) == Counts(0, 2, 0)
+    del state["alpha:TKT-000001"], state["alpha:TKT-000002"]
+    assert made.index() == expected_index(state, indexed={"alpha"})
+    assert made.store.find("alpha", TicketFilter(text="kerberos"), limit=None) == [
+        {"id": "TKT-004097", "title": "Kerberos expired", "status": "open"}
+    ]

@@ -10,7 +10,9 @@ import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
 from feed_changes import check_the_version_rule, delete, up
+from index_rows import expected_index, index_rows
 from ticket_tools import TicketFilter, fixture_records
+from ticket_tools.stores import index_writes
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Counts, FeedError
 from ticket_tools.stores.postgres import writer as postgres_writer
@@ -251,6 +253,39 @@ def test_a_batch_that_finds_the_lock_taken_says_so_then_waits_for_it(
 
 UNSCOPED = "SELECT tenant, id FROM tickets ORDER BY tenant, id"
 ALL_KEYS = sorted((key.split(":")[0], ticket["id"]) for key, ticket in fixture_records().items())
+
+
+@pytest.mark.parametrize("role", ["owner", "writer"])
+def test_the_title_index_follows_both_writers(
+    dsns: dict[str, str], monkeypatch: pytest.MonkeyPatch, role: str
+) -> None:
+    # alpha's 7 fixture tickets grow to the threshold (8) with one batch and are indexed
+    # whole; then titles change and a ticket goes: the index is a build's, exactly.
+    monkeypatch.setattr(index_writes, "INDEX_MIN_TICKETS", 8)
+    with ExitStack() as stack:
+        writer_dsn = stack.enter_context(writer_role(dsns))
+        chosen = dsns["owner"] if role == "owner" else writer_dsn
+        writer = stack.enter_context(PostgresWriter.open(chosen))
+        assert writer.apply([up("TKT-120", 1, "Kerberos expired")]) == Counts(1, 0, 0)
+        batch = [
+            up("TKT-101", 1, "Kerberos again"),
+            delete("TKT-102", 1),
+            up("TKT-120", 2, "Printer jammed"),
+            up("TKT-101", 1, "New", tenant="beta"),
+        ]
+        assert writer.apply(batch) == Counts(3, 1, 0)
+    with psycopg.connect(dsns["super"]) as connection:
+        stored = {
+            f"{tenant}:{ticket_id}": {"id": ticket_id, "title": title}
+            for tenant, ticket_id, title in connection.execute(
+                "SELECT tenant, id, title FROM tickets"
+            )
+        }
+        assert index_rows(connection) == expected_index(stored, indexed={"alpha"})
+    with PostgresStore.open(dsns["reader"]) as store:
+        assert store.find("alpha", TicketFilter(text="kerberos"), limit=None) == [
+            {"id": "TKT-101", "title": "Kerberos again", "status": "open"}
+        ]
 
 
 def test_the_writer_policy_covers_the_owner_alone(dsns: dict[str, str]) -> None:

@@ -9,8 +9,11 @@ import pytest
 
 from standby_tickets import replicated_tickets
 from testkit.postgres import ReplicatedClusters
-from ticket_tools.stores import StoreFailure
+from ticket_tools import TicketFilter
+from ticket_tools.stores import StoreFailure, index_writes
+from ticket_tools.stores.feed import Change
 from ticket_tools.stores.postgres.store import PostgresStore
+from ticket_tools.stores.postgres.writer import PostgresWriter
 from ticket_tools.tickets import Ticket
 
 OWNER = "ticket_owner"
@@ -70,3 +73,27 @@ def test_prefer_standby_reads_the_standby_then_the_primary_when_it_stops(
         assert set(reasons) <= {"unavailable"}
     finally:
         store.close()
+
+
+def test_a_change_committed_on_the_primary_is_searchable_on_the_standby(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The index is written in the change's own transaction: replayed with it, whole.
+    monkeypatch.setattr(index_writes, "INDEX_MIN_TICKETS", 0)
+    with replicated_tickets(RECORDS) as pair:
+        standby = pair.standbys[0]
+        reader = f"host={standby.root} dbname=tickets user={READER}"
+        with (
+            PostgresStore.open(reader) as store,
+            PostgresWriter.open(f"host={pair.primary.root} dbname=tickets user={OWNER}") as writer,
+        ):
+            search = TicketFilter(text="kerberos")
+            assert store.find("alpha", search, limit=None) == []
+            standby.sql("SELECT pg_wal_replay_pause()")
+            writer.apply([Change("upsert", "alpha", "TKT-102", 1, "Kerberos fails", "open")])
+            assert store.find("alpha", search, limit=None) == []
+            standby.sql("SELECT pg_wal_replay_resume()")
+            pair.wait_replayed()
+            assert store.find("alpha", search, limit=None) == [
+                {"id": "TKT-102", "title": "Kerberos fails", "status": "open"}
+            ]
