@@ -341,9 +341,10 @@ def main() -> None:
             records = folder / f"records-{size}.json"
             started = time.perf_counter()
             written = _write_records(records, size)
+            seconds = time.perf_counter() - started
             print(
                 f"{size:,} tickets in one tenant beside {SMALL_TENANTS} of {PER_SMALL}: records "
-                f"file of {written / 2**20:,.0f} MiB written in {time.perf_counter() - started:.0f} s",
+                f"file of {written / 2**20:,.0f} MiB written in {seconds:.0f} s",
                 flush=True,
             )
             _sqlite(folder, records, size)
