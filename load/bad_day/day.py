@@ -5,8 +5,10 @@ holding tenant Q's 1,000 tickets and tenant H's HEAVY_TICKETS) with plain HTTP/1
 clients on kept-alive connections (the SDK client costs more CPU than the server), each
 with its own token:
 
-1. noisy neighbour: Q's 4 clients call `get_ticket` alone, then while H's 4 clients run
-   no-match searches (each reads all of H's rows); Q's p50 and p99 with H / alone;
+1. noisy neighbour: Q's 4 clients call `get_ticket` alone, then while H's 4 clients
+   search, two for words no title has and two for a word in three of H's 200,000 titles
+   (testkit/titles.py; both answered through H's title index, where each once read all of
+   H's rows); Q's p50 and p99 with H / alone;
 2. slow bodies: the same, while SLOW_BODIES connections send their headers, then trickle
    a body (a byte every SLOW_BODY_BYTE_SECONDS): Q's p50 with them / alone, and whether
    the server cut them off within the window;
@@ -35,6 +37,7 @@ alone on a cluster of its own (`run_alone`); the targets, the table and the prob
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -43,9 +46,11 @@ from load.bad_day.report import Figures
 from load.bad_day.rpc import LIST, call, get, wait_for
 from load.cluster import Cluster
 from load.supervise import Supervisor, say
+from testkit import titles
 from testkit.server import serve_http_command, wait_for_address
 from testkit.tokens import Issuer
 from ticket_tools.stores.postgres.importer import import_records
+from ticket_tools.stores.records import StoredRow
 from ticket_tools.tickets import IdFormat
 
 HEAVY_TICKETS = 200_000
@@ -71,28 +76,22 @@ OWNER, READER, DATABASE = "bad_day_owner", "bad_day_reader", "bad_day"
 # A folder: each stall's replica is sampled with py-spy (when installed) into FOLDER/stall-*.txt.
 PROFILE_VARIABLE = "BAD_DAY_PROFILE"
 
-# Six-digit ids (`--id-digits 6`): H's rows are inserted by the owner in SQL, under H's
-# policy (a records file of 200,000 would take longer to write than to insert).
-_HEAVY_SQL = """
-INSERT INTO tickets (tenant, id, title, status, title_lower, version)
-SELECT 'h', 'TKT-' || lpad(n::text, 6, '0'), 'Login issue ' || n, 'open', 'login issue ' || n, 0
-FROM generate_series(1, %s) AS n
-"""
-
 GET = call("get_ticket", {"ticket_id": "TKT-000104"})
 HEAVY = call("search_tickets", {"query": "no such words", "limit": 10})
+RARE = call("search_tickets", {"query": titles.RARE, "limit": 10})
 UNKNOWN = call("delete_ticket", {"ticket_id": "TKT-000104"})
 INVALID = call("get_ticket", {"ticket_id": 104})
 NO_STORE = (("tools/list", LIST), ("unknown tool", UNKNOWN), ("invalid arguments", INVALID))
 
 
-def _records() -> dict[str, dict[str, str]]:
-    records = {}
+def _rows() -> Iterator[StoredRow]:
+    """H's HEAVY_TICKETS (testkit/titles.py's, with their planted words), then Q's, by key."""
+    for ticket_id, title, status in titles.tickets(HEAVY_TICKETS, width=ID_DIGITS, seed="h"):
+        yield StoredRow("h", ticket_id, title, status)
     for n in range(LIGHT_TICKETS):
         ticket_id = f"TKT-{n:0{ID_DIGITS}d}"
         status = "open" if n % 2 else "closed"
-        records[f"q:{ticket_id}"] = {"id": ticket_id, "title": f"login {n}", "status": status}
-    return records
+        yield StoredRow("q", ticket_id, f"login {n}", status)
 
 
 class Server:
@@ -143,16 +142,15 @@ class Day:
         return Server(self.supervisor, self.jwks, name, *store, *args)
 
     def setup(self) -> None:
-        """Create the phase's roles and database: Q's 1,000 tickets and H's HEAVY_TICKETS."""
+        """Create the phase's roles and database: Q's 1,000 tickets and H's HEAVY_TICKETS.
+
+        Imported as `import` does (a stream of rows, no file): H gets its title index.
+        """
         cluster = self.cluster
         cluster.create_database(OWNER, READER, DATABASE)
         started = time.monotonic()
         with psycopg.connect(cluster.dsn(OWNER, DATABASE)) as connection:
-            import_records(connection, _records(), grant_to=READER, id_format=IdFormat(ID_DIGITS))
-            connection.execute("SELECT set_config('app.tenant', 'h', false)")
-            connection.execute(_HEAVY_SQL, (HEAVY_TICKETS,))
-            connection.commit()
-            connection.execute("ANALYZE tickets")
+            import_records(connection, _rows(), grant_to=READER, id_format=IdFormat(ID_DIGITS))
         self.reader = cluster.dsn(READER, DATABASE)
         self.superuser = cluster.dsn("postgres", DATABASE)
         self.figures["setup_seconds"] = round(time.monotonic() - started, 1)

@@ -15,6 +15,7 @@ from load.bad_day.day import (
     GET,
     HEAVY,
     PHASE_SECONDS,
+    RARE,
     SESSION_PHASE_SECONDS,
     SLOW_BODIES,
     SLOW_BODY_BYTE_SECONDS,
@@ -44,13 +45,16 @@ def _q_loops(day: Day, server: Server, name: str) -> list[Loop]:
 
 
 def noisy_neighbour(day: Day, server: Server) -> None:
-    """Q's p50 and p99 with H's no-match searches beside, against Q alone."""
+    """Q's p50 and p99 with H's no-match and rare-word searches beside, against Q alone."""
     run_loops(_q_loops(day, server, "warm"), WARMUP_SECONDS)
     alone = _q_loops(day, server, "alone")
     with lagging() as lag_alone, cores_busy(day, server) as cores_alone:
         run_loops(alone, PHASE_SECONDS)
     with_h = _q_loops(day, server, "with-h")
-    heavy = [Loop(Client(server.url, day.token("h", f"h-{n}")), HEAVY) for n in range(CLIENTS)]
+    heavy = [
+        Loop(Client(server.url, day.token("h", f"h-{n}")), HEAVY if n % 2 else RARE)
+        for n in range(CLIENTS)
+    ]
     searching = elsewhere([loop.run for loop in heavy], lambda: results(heavy))
     with searching as h, lagging() as lag_with_h, cores_busy(day, server) as cores_with_h:
         run_loops(with_h, PHASE_SECONDS)
