@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import NamedTuple
 
@@ -41,10 +40,12 @@ BUCKET_BITS = 12
 # 4,096 ids a bucket: an offset fits in two bytes, a container in a page for all but
 # the commonest grams, and one bucket's grams are built in a few megabytes.
 BUCKET_SIZE = 1 << BUCKET_BITS
+_NUMBER_START = len(ID_PREFIX)
+_OFFSET_MASK = BUCKET_SIZE - 1
 # Containers are little-endian whichever machine writes or reads them.
 _SWAP = sys.byteorder == "big"
 # Words whose grams are remembered while an index is built: a common word is split once.
-_WORD_CACHE = 1 << 16
+_WORD_CACHE = 1 << 12
 
 
 @lru_cache(maxsize=_WORD_CACHE)
@@ -148,39 +149,42 @@ class GramRow(NamedTuple):
     container: bytes
 
 
-@dataclass
 class TenantIndexBuilder:
     """Build a tenant's index rows from its tickets in id order, one bucket at a time.
 
-    Memory holds one bucket: its words and, per gram, the offsets of the titles that have it.
+    Memory holds one bucket: its words and, per word, the offsets of the titles that have
+    it; a word's grams are computed once a bucket (`word_grams`, remembered across them).
     """
 
-    tenant: str
-    _bucket: int = -1
-    _words: dict[str, list[int]] | None = None
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant
+        self._bucket = -1
+        self._words: dict[str, list[int]] = {}
 
-    def add(self, ticket_id: str, title: str) -> Iterator[GramRow]:
-        """Take the next ticket (ids ascending); yield the rows of a bucket it completes."""
-        number = id_number(ticket_id)
-        bucket, offset = number >> BUCKET_BITS, number & (BUCKET_SIZE - 1)
-        if bucket != self._bucket:
-            yield from self.finish()
-            self._bucket = bucket
-        if self._words is None:
-            self._words = {}
-        words = self._words
-        for word in title.lower().split(" "):
-            offsets = words.get(word)
-            if offsets is None:
-                words[word] = [offset]
-            elif offsets[-1] != offset:  # a word twice in one title
-                offsets.append(offset)
+    def add(self, tickets: Iterable[tuple[str, str]]) -> list[GramRow]:
+        """Take the next (id, title) pairs, ids ascending; return the rows of the buckets done."""
+        done: list[GramRow] = []
+        words, bucket = self._words, self._bucket
+        for ticket_id, title in tickets:
+            number = int(ticket_id[_NUMBER_START:])
+            if number >> BUCKET_BITS != bucket:
+                self._words = words
+                done += self.finish()
+                words, bucket = self._words, number >> BUCKET_BITS
+                self._bucket = bucket
+            offset = number & _OFFSET_MASK
+            for word in title.lower().split(" "):
+                offsets = words.get(word)
+                if offsets is None:
+                    words[word] = [offset]
+                elif offsets[-1] != offset:  # a word twice in one title
+                    offsets.append(offset)
+        self._words = words
+        return done
 
-    def finish(self) -> Iterator[GramRow]:
-        """Yield the rows of the bucket being built, if any, and start afresh."""
-        words, self._words = self._words, None
-        if not words:
-            return
+    def finish(self) -> list[GramRow]:
+        """Return the rows of the bucket being built, if any, and start afresh."""
+        words, self._words = self._words, {}
         per_gram: dict[str, list[list[int]]] = {}
         for word, offsets in words.items():
             for gram in word_grams(word):
@@ -189,16 +193,20 @@ class TenantIndexBuilder:
                     per_gram[gram] = [offsets]
                 else:
                     lists.append(offsets)
-        for gram in sorted(per_gram):
-            lists = per_gram[gram]
+        tenant, bucket = self.tenant, self._bucket
+        return [
             # One word's offsets are sorted and distinct; several words' may overlap.
-            offsets = lists[0] if len(lists) == 1 else sorted(set().union(*lists))
-            yield GramRow(self.tenant, gram, self._bucket, encode(offsets))
+            GramRow(
+                tenant,
+                gram,
+                bucket,
+                encode(lists[0] if len(lists) == 1 else sorted(set().union(*lists))),
+            )
+            for gram, lists in sorted(per_gram.items())
+        ]
 
 
-def build_rows(tenant: str, tickets: Iterable[tuple[str, str]]) -> Iterator[GramRow]:
-    """Yield the index rows of a tenant's (id, title) pairs, ids ascending."""
+def build_rows(tenant: str, tickets: Iterable[tuple[str, str]]) -> list[GramRow]:
+    """Return the index rows of a tenant's (id, title) pairs, ids ascending."""
     builder = TenantIndexBuilder(tenant)
-    for ticket_id, title in tickets:
-        yield from builder.add(ticket_id, title)
-    yield from builder.finish()
+    return builder.add(tickets) + builder.finish()

@@ -122,28 +122,29 @@ _STATUS_TICKETS_SQL = (
 SIZES_OF_SQL = (
     'SELECT tenant, tickets, indexed FROM tenant_sizes WHERE tenant = ANY(%s::text[] COLLATE "C")'
 )
+# Their arrays go in binary (%b): as text, each title's grams would be escaped one by one.
 _CONTAINERS_OF_SQL = (
     "SELECT g.tenant, g.gram, g.bucket, g.offsets FROM title_grams g JOIN "
     '(SELECT tenant COLLATE "C" AS tenant, gram COLLATE "C" AS gram, bucket '
-    "FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS k(tenant, gram, bucket)) k "
+    "FROM unnest(%b::text[], %b::text[], %b::bigint[]) AS k(tenant, gram, bucket)) k "
     "USING (tenant, gram, bucket)"
 )
 _PUT_CONTAINERS_SQL = (
-    "INSERT INTO title_grams SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[], "
-    "%s::bytea[]) ON CONFLICT (tenant, gram, bucket) DO UPDATE SET offsets = excluded.offsets"
+    "INSERT INTO title_grams SELECT * FROM unnest(%b::text[], %b::text[], %b::bigint[], "
+    "%b::bytea[]) ON CONFLICT (tenant, gram, bucket) DO UPDATE SET offsets = excluded.offsets"
 )
 _DROP_CONTAINERS_SQL = (
     "DELETE FROM title_grams WHERE (tenant, gram, bucket) IN "
     '(SELECT tenant COLLATE "C", gram COLLATE "C", bucket '
-    "FROM unnest(%s::text[], %s::text[], %s::bigint[]) AS k(tenant, gram, bucket))"
+    "FROM unnest(%b::text[], %b::text[], %b::bigint[]) AS k(tenant, gram, bucket))"
 )
 _ADD_COUNTS_SQL = (
-    "INSERT INTO gram_counts SELECT * FROM unnest(%s::text[], %s::text[], %s::bigint[]) "
+    "INSERT INTO gram_counts SELECT * FROM unnest(%b::text[], %b::text[], %b::bigint[]) "
     "ON CONFLICT (tenant, gram) DO UPDATE SET tickets = gram_counts.tickets + excluded.tickets"
 )
 _DROP_COUNTS_SQL = (
     "DELETE FROM gram_counts WHERE tickets = 0 AND (tenant, gram) IN "
-    '(SELECT tenant COLLATE "C", gram COLLATE "C" FROM unnest(%s::text[], %s::text[]) '
+    '(SELECT tenant COLLATE "C", gram COLLATE "C" FROM unnest(%b::text[], %b::text[]) '
     "AS k(tenant, gram))"
 )
 _ADD_SIZES_SQL = (
@@ -191,11 +192,11 @@ def build_index(
                 (tenant,),
             )
             while chunk := rows.fetchmany(_BUILD_BATCH):
-                write(connection, grams, [row for pair in chunk for row in builder.add(*pair)])
+                write(connection, grams, builder.add(chunk))
                 done += len(chunk)
                 if on_progress is not None:
                     on_progress(done, total)
-        write(connection, grams, list(builder.finish()))
+        write(connection, grams, builder.finish())
     connection.execute(
         f"INSERT INTO {counts} SELECT tenant, gram, sum(octet_length(offsets) / 2) "  # noqa: S608
         f"FROM {grams} GROUP BY tenant, gram"
@@ -238,7 +239,7 @@ def index_tenant(connection: psycopg.Connection, tenant: str) -> None:
     tickets = connection.execute(
         "SELECT id, title FROM tickets WHERE tenant = %s ORDER BY id", (tenant,)
     ).fetchall()
-    _insert_rows(connection, "title_grams", list(build_rows(tenant, tickets)))
+    _insert_rows(connection, "title_grams", build_rows(tenant, tickets))
     connection.execute(
         "INSERT INTO gram_counts SELECT tenant, gram, sum(octet_length(offsets) / 2) "
         "FROM title_grams WHERE tenant = %s GROUP BY tenant, gram",
@@ -274,9 +275,7 @@ class IndexUpkeep:
             key for key in sorted(self.edits.containers) if tenants is None or key[0] in tenants
         ]
         cursor: psycopg.Cursor[tuple[str, str, int, bytes]] = connection.cursor()
-        cursor.execute(
-            _CONTAINERS_OF_SQL, ([k[0] for k in keys], [k[1] for k in keys], [k[2] for k in keys])
-        )
+        cursor.execute(_CONTAINERS_OF_SQL, _columns(keys, 3))
         return cursor
 
     def write(

@@ -159,7 +159,7 @@ def build_index(connection: sqlite3.Connection, on_progress: IndexProgress | Non
         builder = TenantIndexBuilder(tenant)
         tickets = connection.execute(_TENANT_TICKETS_SQL, (tenant,))
         while chunk := tickets.fetchmany(_BUILD_BATCH):
-            connection.executemany(insert, [row for pair in chunk for row in builder.add(*pair)])
+            connection.executemany(insert, builder.add(chunk))
             done += len(chunk)
             if on_progress is not None:
                 on_progress(done, total)
