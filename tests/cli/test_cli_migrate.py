@@ -181,3 +181,13 @@ def test_migrate_a_version_5_postgres_database(
     assert capsys.readouterr().out == (
         f"{describe(owner)} already has schema version 6; nothing to migrate\n"
     )
+
+
+def test_migrate_an_unreachable_postgres_database(
+    postgres_database: PostgresDatabase, capsys: Captured
+) -> None:
+    dsn = postgres_database.cluster.dsn(OWNER, "no_such_database")
+    assert cli.main(["migrate", "--postgres", dsn]) == 2
+    assert capsys.readouterr().err == (
+        f"ticket-tools: cannot migrate {describe(dsn)} (OperationalError)\n"
+    )

@@ -41,3 +41,5 @@ def test_an_edit_applied_to_a_container() -> None:
     assert list(decode(edit.applied(encode([2, 3, 9])))) == [1, 2, 5, 9]
     assert list(decode(edit.applied(None))) == [1, 5]
     assert ContainerEdit(removed={3}).applied(encode([3])) == b""
+    # An offset put in twice, or taken out where it is not, changes nothing.
+    assert ContainerEdit(added={2}, removed={7}).applied(encode([2])) == encode([2])

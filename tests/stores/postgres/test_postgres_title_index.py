@@ -40,8 +40,18 @@ def big(postgres_database: PostgresDatabase) -> Iterator[tuple[str, str]]:
     with psycopg.connect(postgres_database.superuser, autocommit=True) as connection:
         connection.execute(f"CREATE DATABASE {name} OWNER {OWNER}")
     owner = postgres_database.cluster.dsn(OWNER, name)
+    progress: list[tuple[int, int]] = []
     with psycopg.connect(owner) as connection:
-        import_records(connection, RECORDS, grant_to=READER, id_format=WIDTH)
+        import_records(
+            connection,
+            RECORDS,
+            grant_to=READER,
+            id_format=WIDTH,
+            on_index=lambda *told: progress.append(told),
+        )
+    # The big tenant alone is indexed (the small one is below INDEX_MIN_TICKETS), and told
+    # a batch of tickets at a time.
+    assert progress == [(10_000, BIG), (BIG, BIG)]
     try:
         yield owner, postgres_database.cluster.dsn(READER, name)
     finally:

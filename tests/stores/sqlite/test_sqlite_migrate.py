@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 from pathlib import Path
 
@@ -44,6 +45,11 @@ def _old(path: Path, version: int, statements: list[str]) -> None:
     connection.execute("PRAGMA journal_mode = WAL")
     connection.commit()
     connection.close()
+
+
+def _socket(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind(str(path))
 
 
 def _dump(path: Path) -> dict[str, list[tuple[object, ...]]]:
@@ -121,6 +127,12 @@ def _dump_old(path: Path) -> list[tuple[object, ...]]:
     [
         pytest.param(lambda path: None, "missing", "no database at {path}", id="missing"),
         pytest.param(Path.mkdir, "unavailable", "cannot write {path}: it is a folder", id="folder"),
+        pytest.param(
+            _socket,
+            "unavailable",
+            "cannot write {path}: unable to open database file (SQLITE_CANTOPEN)",
+            id="a-socket",
+        ),
         pytest.param(
             lambda path: path.write_text("{}"),
             "schema",

@@ -316,12 +316,15 @@ def test_an_error_quoting_the_file_is_not_echoed(database: Path) -> None:
     )
 
 
-def test_a_damaged_file_says_so(database: Path) -> None:
+@pytest.mark.parametrize(
+    "where", [TicketFilter(), TicketFilter(text="login")], ids=["page", "search"]
+)
+def test_a_damaged_file_says_so(database: Path, where: TicketFilter) -> None:
     damaged = bytearray(database.read_bytes())
     damaged[4096:8192] = b"\xaa" * 4096
     database.write_bytes(bytes(damaged))  # page 2: the tickets table itself
     with SQLiteStore.open(database) as store, pytest.raises(StoreFailure) as raised:
-        store.find("alpha", TicketFilter(), limit=5)
+        store.find("alpha", where, limit=5)
     assert str(raised.value) == (
         f"cannot read {database}: database disk image is malformed (SQLITE_CORRUPT)"
     )
@@ -341,12 +344,16 @@ def test_a_closed_store_says_so(database: Path, source: str) -> None:
     store = SQLiteStore.open(database) if source == "path" else SQLiteStore.from_records({})
     name = str(database) if source == "path" else ":memory:"
     store.close()
-    with pytest.raises(StoreFailure) as raised:
-        store.get("alpha", "TKT-101")
-    assert (raised.value.reason, str(raised.value)) == (
-        "unavailable",
-        f"cannot read {name}: the store is closed",
-    )
+    for read in (
+        lambda: store.get("alpha", "TKT-101"),
+        lambda: store.find("alpha", TicketFilter(text="login"), limit=5),
+    ):
+        with pytest.raises(StoreFailure) as raised:
+            read()
+        assert (raised.value.reason, str(raised.value)) == (
+            "unavailable",
+            f"cannot read {name}: the store is closed",
+        )
 
 
 @pytest.mark.parametrize(

@@ -396,3 +396,12 @@ def test_opened_store_is_usable_from_another_thread(database: Path) -> None:
         thread.start()
         thread.join()
     assert found == [{"id": "TKT-103", "title": "Refund not received", "status": "open"}]
+
+
+def test_a_read_transaction_ends_once() -> None:
+    connection = sqlite3.connect(":memory:", isolation_level=None)
+    connection.execute("BEGIN")
+    sqlite_store.end_read(connection)
+    assert not connection.in_transaction
+    sqlite_store.end_read(connection)  # already ended: nothing to roll back
+    assert not connection.in_transaction

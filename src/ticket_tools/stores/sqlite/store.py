@@ -222,8 +222,7 @@ class SQLiteStore(TicketStore):
                 raise store_error(error, self._source) from None
             finally:
                 session.close()
-                if connection.in_transaction:
-                    connection.execute("ROLLBACK")
+                end_read(connection)
 
     def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         if not self._close.alive:
@@ -241,6 +240,12 @@ class SQLiteStore(TicketStore):
             raise StoreFailure("schema", f"{self._source} holds a ticket field that is not text")
         ticket_id, title, status = (str(value) for value in row)
         return {"id": ticket_id, "title": title, "status": status}
+
+
+def end_read(connection: sqlite3.Connection) -> None:
+    """End a read transaction, unless SQLite has already ended it (it may, on an error)."""
+    if connection.in_transaction:
+        connection.execute("ROLLBACK")
 
 
 def _page_query(
