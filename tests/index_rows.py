@@ -11,7 +11,7 @@ from collections.abc import Collection
 import psycopg
 
 from ticket_tools import Records
-from ticket_tools.stores.grams import build_rows, title_grams
+from ticket_tools.stores.grams import build_rows, ticket_grams
 
 IndexRows = dict[str, set[tuple[object, ...]]]
 
@@ -42,10 +42,10 @@ def expected_index(records: Records, indexed: Collection[str] | None = None) -> 
 
     Every tenant's size is kept; only the indexed ones' grams.
     """
-    every: dict[str, list[tuple[str, str]]] = {}
+    every: dict[str, list[tuple[str, str, str]]] = {}
     for key, ticket in sorted(records.items()):
         every.setdefault(key.rpartition(":")[0], []).append(
-            (str(ticket["id"]), str(ticket["title"]))
+            (str(ticket["id"]), str(ticket["title"]), str(ticket["status"]))
         )
     by_tenant = {
         tenant: tickets for tenant, tickets in every.items() if indexed is None or tenant in indexed
@@ -55,8 +55,8 @@ def expected_index(records: Records, indexed: Collection[str] | None = None) -> 
     }
     counts: dict[tuple[str, str], int] = {}
     for tenant, tickets in by_tenant.items():
-        for _, title in tickets:
-            for gram in title_grams(title):
+        for _, title, status in tickets:
+            for gram in ticket_grams(title, status):
                 counts[(tenant, gram)] = counts.get((tenant, gram), 0) + 1
     return {
         "title_grams": grams,

@@ -34,10 +34,9 @@ class _Terminal(io.StringIO):
 
 
 def _version_5(path: Path) -> None:
-    """Make `path` a file as schema version 5 left it: no status index, no title index."""
+    """Make `path` a file as schema version 5 left it: no title index."""
     sqlite_import.write_database(path, fixture_records())
     connection = sqlite3.connect(path)
-    connection.execute("DROP INDEX tickets_status")
     for table in ("title_grams", "gram_counts", "tenant_sizes"):
         connection.execute(f"DROP TABLE {table}")
     connection.execute("PRAGMA user_version = 5")
@@ -141,7 +140,6 @@ def _postgres_version_5(owner: str) -> None:
     """Take a schema version 6 database back to what version 5 made."""
     with psycopg.connect(owner) as connection:
         connection.execute("DROP TABLE title_grams, gram_counts, tenant_sizes")
-        connection.execute("DROP INDEX tickets_status")
         for table, name in (
             ("tickets", "tickets"),
             ("tombstones", "tombstones"),

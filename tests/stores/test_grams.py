@@ -19,6 +19,8 @@ from ticket_tools.stores.grams import (
     first_number_after,
     id_number,
     query_terms,
+    status_gram,
+    ticket_grams,
     title_grams,
     word_grams,
 )
@@ -123,6 +125,13 @@ def test_title_grams_are_each_words_padded_trigrams() -> None:
     assert word_grams("") == frozenset()
 
 
+def test_a_status_is_a_gram_no_title_has() -> None:
+    assert ticket_grams("ab", "open") == {"ab" + END, "b" + END * 2, END * 4 + "open"}
+    # Four characters before the status: every title gram has three.
+    assert all(len(gram) == 3 for gram in title_grams("\x01\x01\x01\x01open x"))
+    assert status_gram("") == END * 4
+
+
 @given(offsets=st.sets(st.integers(min_value=0, max_value=BUCKET_SIZE - 1)))
 def test_a_container_holds_its_offsets(offsets: set[int]) -> None:
     ordered = sorted(offsets)
@@ -165,11 +174,18 @@ def test_first_number_after_is_the_first_id_past_the_cursor(after: str) -> None:
 
 
 def test_build_rows_one_bucket_at_a_time_grams_sorted() -> None:
-    tickets = [("TKT-000001", "ab"), ("TKT-000002", "b a"), ("TKT-004097", "ab ab")]
+    tickets = [
+        ("TKT-000001", "ab", "open"),
+        ("TKT-000002", "b a", "closed"),
+        ("TKT-004097", "ab ab", "open"),
+    ]
     assert list(build_rows("alpha", tickets)) == [
+        GramRow("alpha", status_gram("closed"), 0, encode([2])),
+        GramRow("alpha", status_gram("open"), 0, encode([1])),
         GramRow("alpha", "a" + END * 2, 0, encode([2])),
         GramRow("alpha", "ab" + END, 0, encode([1])),
         GramRow("alpha", "b" + END * 2, 0, encode([1, 2])),
+        GramRow("alpha", status_gram("open"), 1, encode([1])),
         GramRow("alpha", "ab" + END, 1, encode([1])),
         GramRow("alpha", "b" + END * 2, 1, encode([1])),
     ]
@@ -177,16 +193,20 @@ def test_build_rows_one_bucket_at_a_time_grams_sorted() -> None:
 
 
 @given(
-    tickets=st.dictionaries(st.integers(min_value=0, max_value=3 * BUCKET_SIZE), texts, max_size=20)
+    tickets=st.dictionaries(
+        st.integers(min_value=0, max_value=3 * BUCKET_SIZE),
+        st.tuples(texts, st.sampled_from(("open", "closed", ""))),
+        max_size=20,
+    )
 )
-def test_build_rows_holds_each_titles_grams(tickets: dict[int, str]) -> None:
-    pairs = [(f"TKT-{number:06d}", tickets[number]) for number in sorted(tickets)]
+def test_build_rows_holds_each_tickets_grams(tickets: dict[int, tuple[str, str]]) -> None:
+    triples = [(f"TKT-{number:06d}", *tickets[number]) for number in sorted(tickets)]
     held: dict[str, set[int]] = {}
-    for row in build_rows("alpha", pairs):
+    for row in build_rows("alpha", triples):
         numbers = {row.bucket * BUCKET_SIZE + offset for offset in decode(row.container)}
         held.setdefault(row.gram, set()).update(numbers)
     expected: dict[str, set[int]] = {}
-    for number, title in tickets.items():
-        for gram in title_grams(title):
+    for number, (title, status) in tickets.items():
+        for gram in ticket_grams(title, status):
             expected.setdefault(gram, set()).add(number)
     assert held == expected

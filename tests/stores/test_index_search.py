@@ -22,7 +22,7 @@ from ticket_tools.stores.grams import (
     build_rows,
     encode,
     id_number,
-    title_grams,
+    ticket_grams,
 )
 from ticket_tools.stores.index_search import Bucket, Look, Row, Start, find_with_index
 from ticket_tools.tickets import Ticket
@@ -41,7 +41,7 @@ class MemorySession:
             for key, ticket in records.items()
             if key.rpartition(":")[0] == tenant
         )
-        self._rows = list(build_rows(tenant, [(i, t) for i, t, _ in self._tickets]))
+        self._rows = list(build_rows(tenant, self._tickets))
         self._small = small
         self.reads: list[str] = []
         """Which reads the plan made, in order."""
@@ -54,14 +54,12 @@ class MemorySession:
     def _count(self, term: Term) -> int:
         return sum(
             1
-            for _, title, _ in self._tickets
-            for gram in title_grams(title)
+            for _, title, status in self._tickets
+            for gram in ticket_grams(title, status)
             if term.low <= gram <= term.high
         )
 
-    def start(
-        self, status: str | None, after: str | None, rows: int, terms: Sequence[Term]
-    ) -> Start:
+    def start(self, after: str | None, rows: int, terms: Sequence[Term]) -> Start:
         self.reads.append("start")
         counts = tuple(self._count(term) for term in terms)
         small = None
@@ -77,13 +75,12 @@ class MemorySession:
 
         def scan() -> Iterable[Row]:
             self.reads.append("scan")
-            chosen = [t for t in self._tickets if (after is None or t[0] > after)]
-            return [t for t in chosen if status is None or t[2] == status][:rows]
+            return [t for t in self._tickets if (after is None or t[0] > after)][:rows]
 
         return Start(look if self._tickets else Look(indexed=False), scan)
 
     def filtered_scan(
-        self, status: str | None, text: str, after: str | None, limit: int | None
+        self, status: str | None, text: str | None, after: str | None, limit: int | None
     ) -> list[Ticket]:
         self.reads.append("filtered_scan")
         where = TicketFilter(status, text, after)
@@ -126,7 +123,7 @@ def tenants(draw: st.DrawFn) -> dict[str, dict[str, str]]:
         records[f"alpha:{ticket_id}"] = {
             "id": ticket_id,
             "title": title,
-            "status": draw(st.sampled_from(("open", "closed"))),
+            "status": draw(st.sampled_from(("open", "open", "closed"))),
         }
     return records
 
@@ -134,8 +131,8 @@ def tenants(draw: st.DrawFn) -> dict[str, dict[str, str]]:
 @settings(max_examples=500)
 @given(
     records=tenants(),
-    text=st.text(ALPHABET, min_size=1, max_size=5),
-    status=st.none() | st.sampled_from(("open", "closed")),
+    text=st.none() | st.text(ALPHABET, min_size=1, max_size=5),
+    status=st.none() | st.sampled_from(("open", "closed", "pending")),
     after=st.none() | numbers.map(lambda n: f"TKT-{n:0{WIDTH}d}") | st.text("TK-09x", max_size=6),
     limit=st.none() | st.integers(1, 8),
     small=st.booleans(),
@@ -143,13 +140,15 @@ def tenants(draw: st.DrawFn) -> dict[str, dict[str, str]]:
 )
 def test_the_plan_gives_the_dict_stores_answer(  # noqa: PLR0917 - hypothesis's arguments
     records: dict[str, dict[str, str]],
-    text: str,
+    text: str | None,
     status: str | None,
     after: str | None,
     limit: int | None,
     small: bool,
     scan_rows: int,
 ) -> None:
+    if text is None and status is None:
+        status = "open"
     where = TicketFilter(status, text, after)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(index_search, "MIN_SCAN_ROWS", scan_rows)
@@ -166,8 +165,8 @@ def _records(titles: dict[int, str]) -> dict[str, dict[str, str]]:
     }
 
 
-def test_a_search_needs_a_text() -> None:
-    with pytest.raises(ValueError, match="find_with_index needs a text filter"):
+def test_a_search_needs_a_text_or_a_status() -> None:
+    with pytest.raises(ValueError, match="find_with_index needs a text or a status"):
         find_with_index(MemorySession({}, "alpha", small=False), TicketFilter(), 5)
 
 
@@ -179,6 +178,20 @@ def test_a_search_needs_a_text() -> None:
         pytest.param({1: "ab"}, "zz", 5, ["start"], id="a-term-no-title-has"),
         pytest.param(
             dict.fromkeys(range(40), "login"), "login", 5, ["start", "scan"], id="a-common-word"
+        ),
+        pytest.param(
+            {1: "login", 2: "noise", 3: "login"},
+            "login",
+            5,
+            ["start", "scan"],
+            id="a-common-word-the-scan-reads-the-whole-tenant",
+        ),
+        pytest.param(
+            {**dict.fromkeys(range(40), "noise"), **dict.fromkeys(range(40, 80), "login")},
+            "login",
+            5,
+            ["start", "scan", "buckets 0 1", "tickets 5"],
+            id="a-common-word-past-the-scan-then-the-index",
         ),
         pytest.param(
             {**dict.fromkeys(range(40), "noise"), 7: "kerberos", 5000: "kerberos"},
@@ -247,3 +260,36 @@ def test_intersection(
 
 def test_id_numbers_of_the_candidates() -> None:
     assert id_number("TKT-004097") == BUCKET_SIZE + 1
+
+
+@pytest.mark.parametrize(
+    ("closed", "status", "text", "reads"),
+    [
+        pytest.param(
+            {7, 5000},
+            "closed",
+            None,
+            ["start", "buckets 0 1", "buckets 1 4", "tickets 2"],
+            id="the-rare-status",
+        ),
+        pytest.param({7, 5000}, "open", None, ["start", "scan"], id="the-common-status"),
+        pytest.param(
+            {7, 5000},
+            "closed",
+            "noise",
+            ["start", "buckets 0 1", "buckets 1 4", "tickets 2"],
+            id="a-common-word-of-the-rare-status",
+        ),
+        pytest.param({7, 5000}, "pending", None, ["start"], id="a-status-no-ticket-has"),
+    ],
+)
+def test_a_status_is_a_term(
+    closed: set[int], status: str, text: str | None, reads: list[str]
+) -> None:
+    records = _records({**dict.fromkeys(range(40), "noise"), 5000: "noise"})
+    for number in closed:
+        records[f"alpha:TKT-{number:06d}"]["status"] = "closed"
+    session = MemorySession(records, "alpha", small=False)
+    where = TicketFilter(status, text)
+    assert find_with_index(session, where, 5) == DictStore(records).find("alpha", where, limit=5)
+    assert session.reads == reads

@@ -193,7 +193,6 @@ def test_postgres_replace_is_atomic_for_a_reader(pg: dict[str, str], writer_role
         ("tenant_sizes_pkey",),
         ("tickets",),
         ("tickets_pkey",),
-        ("tickets_status",),
         ("title_grams",),
         ("title_grams_pkey",),
     ]

@@ -205,7 +205,7 @@ def add_commands(commands: Commands) -> None:
     migrate = commands.add_parser(
         "migrate",
         help="bring a ticket database of schema version 4 or 5 to this version, in place "
-        "and while it serves: the status index and the title index are built",
+        "and while it serves: the title index is built",
     )
     target = migrate.add_mutually_exclusive_group()
     target.add_argument("--db", type=Path, metavar="FILE", help="the database file to migrate")

@@ -16,9 +16,13 @@ A piece of one or two characters begins some gram: its term is the range of gram
 start with it. A title holding END itself only shares grams with others (a candidate too
 many, which the rule refuses), never loses one.
 
+A ticket's status is a gram too: STATUS_MARK and the status as it is (no title gram is
+longer than three characters, so none is one), so the rare status is a term like a rare
+word, and a status with a text one term more.
+
 A tenant's ids are cut into buckets of BUCKET_SIZE consecutive numbers; a gram's
 container in a bucket is the sorted offsets (id number % BUCKET_SIZE) of the bucket's
-titles that have it, two bytes each, little-endian.
+tickets that have it, two bytes each, little-endian.
 """
 
 from __future__ import annotations
@@ -64,6 +68,20 @@ def title_grams(title: str) -> set[str]:
     for word in title.lower().split(" "):
         grams |= word_grams(word)
     return grams
+
+
+STATUS_MARK = END * 4
+"""Begins a status's gram: four characters, where a title's grams have three."""
+
+
+def status_gram(status: str) -> str:
+    """Return the gram of a status: STATUS_MARK + "open"; the status kept as it is."""
+    return STATUS_MARK + status
+
+
+def ticket_grams(title: str, status: str) -> set[str]:
+    """Return every gram of a stored ticket: its title's and its status's."""
+    return title_grams(title) | {status_gram(status)}
 
 
 class Term(NamedTuple):
@@ -152,25 +170,26 @@ class GramRow(NamedTuple):
 class TenantIndexBuilder:
     """Build a tenant's index rows from its tickets in id order, one bucket at a time.
 
-    Memory holds one bucket: its words and, per word, the offsets of the titles that have
-    it; a word's grams are computed once a bucket (`word_grams`, remembered across them).
+    Memory holds one bucket: its words and statuses and, per each, the offsets of the
+    tickets that have it; a word's grams are computed once a bucket (`word_grams`,
+    remembered across them).
     """
 
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
         self._bucket = -1
         self._words: dict[str, list[int]] = {}
+        self._statuses: dict[str, list[int]] = {}
 
-    def add(self, tickets: Iterable[tuple[str, str]]) -> list[GramRow]:
-        """Take the next (id, title) pairs, ids ascending; return the rows of the buckets done."""
+    def add(self, tickets: Iterable[tuple[str, str, str]]) -> list[GramRow]:
+        """Take the next (id, title, status) triples, ids ascending; return the buckets done."""
         done: list[GramRow] = []
-        words, bucket = self._words, self._bucket
-        for ticket_id, title in tickets:
+        words, statuses, bucket = self._words, self._statuses, self._bucket
+        for ticket_id, title, status in tickets:
             number = int(ticket_id[_NUMBER_START:])
             if number >> BUCKET_BITS != bucket:
-                self._words = words
                 done += self.finish()
-                words, bucket = self._words, number >> BUCKET_BITS
+                words, statuses, bucket = self._words, self._statuses, number >> BUCKET_BITS
                 self._bucket = bucket
             offset = number & _OFFSET_MASK
             for word in title.lower().split(" "):
@@ -179,13 +198,20 @@ class TenantIndexBuilder:
                     words[word] = [offset]
                 elif offsets[-1] != offset:  # a word twice in one title
                     offsets.append(offset)
-        self._words = words
+            held = statuses.get(status)
+            if held is None:
+                statuses[status] = [offset]
+            else:
+                held.append(offset)
         return done
 
     def finish(self) -> list[GramRow]:
         """Return the rows of the bucket being built, if any, and start afresh."""
         words, self._words = self._words, {}
-        per_gram: dict[str, list[list[int]]] = {}
+        statuses, self._statuses = self._statuses, {}
+        per_gram: dict[str, list[list[int]]] = {
+            status_gram(status): [offsets] for status, offsets in statuses.items()
+        }
         for word, offsets in words.items():
             for gram in word_grams(word):
                 lists = per_gram.get(gram)
@@ -206,7 +232,7 @@ class TenantIndexBuilder:
         ]
 
 
-def build_rows(tenant: str, tickets: Iterable[tuple[str, str]]) -> list[GramRow]:
-    """Return the index rows of a tenant's (id, title) pairs, ids ascending."""
+def build_rows(tenant: str, tickets: Iterable[tuple[str, str, str]]) -> list[GramRow]:
+    """Return the index rows of a tenant's (id, title, status) triples, ids ascending."""
     builder = TenantIndexBuilder(tenant)
     return builder.add(tickets) + builder.finish()

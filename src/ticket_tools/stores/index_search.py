@@ -1,22 +1,23 @@
-"""A text search through the title index: the plan both SQL stores follow, written once.
+"""A search through the title index: the plan both SQL stores follow, written once.
 
-Each call first reads the tenant's tickets in id order from the cursor, a few times
-`limit` of them (SCAN_ROWS_PER_TICKET), and keeps those the contract's rule accepts:
-with no filter, or a word in a quarter of the titles, that finds `limit` at once, as
-the plain scan always did. Otherwise the index takes over from the last id read: the
-counts of the query's terms (`grams.query_terms`) pick the rarest, whose containers name
-the buckets worth reading; in each, its offsets are kept where the next rarest terms
-have them too, and each candidate, in id order, is read and accepted by the rule or not.
-The scan costs a constant before the index; the index costs at most a few reads per
-bucket where the rarest term appears, and reads no ticket the terms rule out: so
-neither plan loses to the other by more than a constant factor. A tenant without an
-index (fewer tickets than a store indexes) is scanned to the end, as before.
+The query's terms (`grams.query_terms`, and the status's gram if a status is given) are
+looked up: their counts, and (PostgreSQL) every container of those few tickets have. A
+term no ticket has: nothing matches. If the rarest term is common enough that a page is
+in the first rows, the tenant is read in id order from the cursor, SCAN_ROWS_PER_TICKET
+times `limit` rows, as the plain scan always did: a word in a quarter of the titles, or
+the common status, is found at once. Otherwise (or from the last row that read), the
+rarest term's containers name the buckets worth reading; in each, its offsets are kept
+where the next rarest terms have them too, and each candidate, in id order, is read and
+accepted by the contract's rules or not. The scan costs a constant before the index; the
+index costs at most a few reads per bucket where the rarest term appears, and reads no
+ticket the terms rule out: so neither plan loses to the other by more than a constant
+factor. A tenant without an index (fewer tickets than a store indexes) is scanned by the
+store's own filtered statement, as before.
 
-Worked example, limit 3 (the tool asks for limit + 1 = 4), query "kerberos", one
-open-ended tenant of 10^6 tickets with "kerberos" in TKT-0001234 and TKT-0770001:
+Worked example, limit 3 (the tool asks for limit + 1 = 4), query "kerberos", a tenant of
+10^6 tickets with "kerberos" in TKT-0001234 and TKT-0770001:
 
-    scan TKT-0000000..TKT-0000031 (32 rows): no match
-    counts: "ker" 30211, "erb" 8120, "rbe" 2, "ber" 90120, ... -> driver "rbe"
+    counts: "ker" 30211, "erb" 8120, "rbe" 2, "ber" 90120, ... -> rarest "rbe": not common
     containers of "rbe" from bucket 0: buckets 0 and 187; of "erb", "ker" there too
     bucket 0: offsets {1234} & "erb" & "ker" -> candidate TKT-0001234
     bucket 187: offset 4049 -> candidate TKT-0770001 (187 * 4096 + 4049)
@@ -42,12 +43,12 @@ from ticket_tools.stores.grams import (
     first_number_after,
     id_number,
     query_terms,
+    status_gram,
 )
 from ticket_tools.tickets import ID_PREFIX, Ticket
 
 # Rows read in id order, per ticket asked for, before the index is consulted, when the
-# rarest term is common enough to be found in them (or a status is given: the status
-# index then reads the tenant's tickets of that status alone, and a rare one ends soon).
+# rarest term is common enough to be found in them.
 SCAN_ROWS_PER_TICKET = 8
 # And at least this many, so a page of one still gives the scan its chance.
 MIN_SCAN_ROWS = 32
@@ -114,16 +115,14 @@ class IndexSession(Protocol):
     width: int
     """How many digits every ticket id of the store has."""
 
-    def start(
-        self, status: str | None, after: str | None, rows: int, terms: Sequence[Term]
-    ) -> Start:
-        """Look the terms up; read, if wanted, up to `rows` tickets after `after` with `status`.
+    def start(self, after: str | None, rows: int, terms: Sequence[Term]) -> Start:
+        """Look the terms up; read, if wanted, up to `rows` tickets after `after` (any status).
 
         A store may read the small terms' containers too (`Look.small`).
         """
 
     def filtered_scan(
-        self, status: str | None, text: str, after: str | None, limit: int | None
+        self, status: str | None, text: str | None, after: str | None, limit: int | None
     ) -> list[Ticket]:
         """Return the first `limit` tickets after `after` that match, by id: a plain scan."""
 
@@ -138,33 +137,30 @@ class IndexSession(Protocol):
 
 
 def find_with_index(session: IndexSession, where: TicketFilter, limit: int | None) -> list[Ticket]:
-    """Return the first `limit` (None: all) tickets matching `where`, which has a text."""
-    text = where.text
-    if text is None:
-        raise ValueError("find_with_index needs a text filter")
-    terms = query_terms(text)
+    """Return the first `limit` (None: all) tickets matching `where`: a text, a status, or both.
+
+    The status is one term more (`grams.status_gram`), read as the text's are.
+    """
+    text, status = where.text, where.status
+    if text is None and status is None:
+        raise ValueError("find_with_index needs a text or a status")
+    terms = query_terms(text) if text is not None else ()
+    if status is not None:
+        terms = (*terms, Term(status_gram(status), status_gram(status)))
     rows = MIN_SCAN_ROWS if limit is None else max(MIN_SCAN_ROWS, SCAN_ROWS_PER_TICKET * limit)
-    start = session.start(where.status, where.after, rows, terms)
+    start = session.start(where.after, rows, terms)
     look = start.look
     if not (look.indexed and terms):
-        return session.filtered_scan(where.status, text, where.after, limit)
+        return session.filtered_scan(status, text, where.after, limit)
     ranked = sorted(range(len(terms)), key=look.counts.__getitem__)
     rarest = look.counts[ranked[0]]
     if rarest == 0:
         return []
     found: list[Ticket] = []
-    common = limit is not None and rarest * rows >= limit * look.tickets
-    if common or where.status is not None:
-        read, last = 0, None
-        for row in start.rows():
-            read, last = read + 1, row[0]
-            if _accepts(row, text):
-                found.append(session.ticket(row))
-                if len(found) == limit:
-                    return found
-        if read < rows or type(last) is not str:  # the scan reached the tenant's last ticket
-            return found
-        lowest: int | None = id_number(last) + 1
+    if limit is not None and rarest * rows >= limit * look.tickets:
+        # Common enough to be found in the first rows: read them (every status: the read
+        # is bounded by the rows, not by the matches), as the plain scan always did.
+        found, lowest = _scan(session, start.rows(), rows, text=text, status=status, limit=limit)
     else:
         lowest = first_number_after(where.after, session.width)
     if lowest is None:
@@ -178,13 +174,41 @@ def find_with_index(session: IndexSession, where: TicketFilter, limit: int | Non
         spread = look.tickets if wanted is None else wanted * look.tickets
         buckets = min(MAX_FIRST_BUCKETS, spread // (rarest * BUCKET_SIZE) + 1)
         candidates = _candidates(session, driver, others, lowest, buckets)
-    return found + _checked(session, candidates, where.status, text, wanted)
+    return found + _checked(session, candidates, status, text, wanted)
 
 
-def _accepts(row: Row, text: str) -> bool:
-    """Apply the contract's rule to a row's title (one that is not text matches nothing)."""
+def _scan(
+    session: IndexSession,
+    taken: Iterable[Row],
+    rows: int,
+    *,
+    text: str | None,
+    status: str | None,
+    limit: int,
+) -> tuple[list[Ticket], int | None]:
+    """Keep the matches of the first `rows` rows; return them and the number to go on from.
+
+    None: nothing more to read (`limit` found, or the tenant's last ticket read).
+    """
+    found: list[Ticket] = []
+    read, last = 0, None
+    for row in taken:
+        read, last = read + 1, row[0]
+        if _accepts(row, text, status):
+            found.append(session.ticket(row))
+            if len(found) == limit:
+                return found, None
+    if read < rows or type(last) is not str:  # the scan reached the tenant's last ticket
+        return found, None
+    return found, id_number(last) + 1
+
+
+def _accepts(row: Row, text: str | None, status: str | None = None) -> bool:
+    """Apply the contract's rules to a row (a title or status that is not text matches nothing)."""
     title = row[1]
-    return type(title) is str and title_contains(title, text)
+    if status is not None and row[2] != status:
+        return False
+    return text is None or (type(title) is str and title_contains(title, text))
 
 
 def _candidates(
@@ -258,7 +282,7 @@ def _checked(
     session: IndexSession,
     candidates: Iterator[str],
     status: str | None,
-    text: str,
+    text: str | None,
     wanted: int | None,
 ) -> list[Ticket]:
     """Read the candidates in id order, a batch at a time; keep the first `wanted` that match."""

@@ -1,8 +1,9 @@
 """How a batch of writes changes the title index: the containers and counts to edit, once.
 
-A writer knows, per key it wrote, the title stored before and after (None: no ticket).
-Only the grams one title has and the other has not change: its offset joins or leaves
-that gram's container in the ticket's bucket, and the gram's count moves by one. Both
+A writer knows, per key it wrote, the title and status stored before and after (None: no
+ticket). Only the grams one has and the other has not change (`grams.ticket_grams`): its
+offset joins or leaves that gram's container in the ticket's bucket, and the gram's
+count moves by one. A status changed alone is two edits; a title kept alone, none. Both
 SQL writers turn these edits into statements; the index stays exactly what a build from
 the tickets would make (tested), so no garbage piles up and no rebuild is ever due.
 """
@@ -20,7 +21,7 @@ from ticket_tools.stores.grams import (
     decode,
     encode,
     id_number,
-    title_grams,
+    ticket_grams,
 )
 
 # A tenant gets an index once it holds this many tickets: below it a scan of the whole
@@ -30,13 +31,20 @@ from ticket_tools.stores.grams import (
 INDEX_MIN_TICKETS = 1024
 
 
-class TitleChange(NamedTuple):
-    """A key a batch wrote: its title before and after (None where there is no ticket)."""
+class Indexed(NamedTuple):
+    """What the index holds of a ticket: its title and its status."""
+
+    title: str
+    status: str
+
+
+class TicketChange(NamedTuple):
+    """A key a batch wrote: its ticket before and after (None where there is none)."""
 
     tenant: str
     id: str
-    old: str | None
-    new: str | None
+    old: Indexed | None
+    new: Indexed | None
 
 
 ContainerKey = tuple[str, str, int]
@@ -75,12 +83,12 @@ class IndexEdits:
     containers: dict[ContainerKey, ContainerEdit] = field(default_factory=dict)
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def add(self, change: TitleChange) -> None:
-        """Take one key's change of title."""
+    def add(self, change: TicketChange) -> None:
+        """Take one key's change."""
         if change.old == change.new:
             return
-        before = set() if change.old is None else title_grams(change.old)
-        after = set() if change.new is None else title_grams(change.new)
+        before = set() if change.old is None else ticket_grams(*change.old)
+        after = set() if change.new is None else ticket_grams(*change.new)
         number = id_number(change.id)
         bucket, offset = number >> BUCKET_BITS, number & (BUCKET_SIZE - 1)
         tenant, containers, counts = change.tenant, self.containers, self.counts
@@ -93,8 +101,8 @@ class IndexEdits:
                 counts[(tenant, gram)] = counts.get((tenant, gram), 0) + sign
 
 
-def index_edits(changes: Iterable[TitleChange]) -> IndexEdits:
-    """Return the edits of a batch's title changes (each key once)."""
+def index_edits(changes: Iterable[TicketChange]) -> IndexEdits:
+    """Return the edits of a batch's changes (each key once)."""
     edits = IndexEdits()
     for change in changes:
         edits.add(change)

@@ -15,27 +15,16 @@ class PageStatements:
         SELECT id, title, status FROM tickets
         WHERE tenant = ? AND id > CAST(? AS TEXT) AND status = ? ORDER BY id LIMIT ?
 
-    bound to (tenant, after, status, limit). `status_source` is what a statement with a
-    status reads from instead of `tickets` (SQLite names its status index there).
+    bound to (tenant, after, status, limit).
     """
 
-    def __init__(
-        self,
-        *,
-        tenant: str,
-        after: str,
-        status: str,
-        text: str,
-        limit: str,
-        status_source: str = "tickets",
-    ) -> None:
+    def __init__(self, *, tenant: str, after: str, status: str, text: str, limit: str) -> None:
         self._statements: dict[tuple[bool, ...], str] = {}
         for present in itertools.product((False, True), repeat=3):
             filters = zip((after, status, text), present, strict=True)
             conditions = " AND ".join([tenant, *(sql for sql, on in filters if on)])
-            source = status_source if present[1] else "tickets"
             self._statements[present] = (
-                f"SELECT id, title, status FROM {source} WHERE {conditions} "  # noqa: S608
+                f"SELECT id, title, status FROM tickets WHERE {conditions} "  # noqa: S608
                 f"ORDER BY id LIMIT {limit}"
             )
 

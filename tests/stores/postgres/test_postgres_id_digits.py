@@ -30,7 +30,7 @@ def test_the_table_checks_the_width_of_every_id() -> None:
         "    PRIMARY KEY (tenant, id)\n"
         ")\n"
     )
-    assert create_schema(SIX)[6] == (
+    assert create_schema(SIX)[5] == (
         "\nCREATE TABLE tombstones (\n"
         '    tenant text COLLATE "C" NOT NULL,\n'
         "    id text COLLATE \"C\" NOT NULL CHECK (id ~ '^TKT-[0-9]{6}$'),\n"

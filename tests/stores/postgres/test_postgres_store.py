@@ -254,7 +254,6 @@ SCHEMA_DAMAGE = [
         ('ALTER TABLE title_grams ALTER COLUMN gram TYPE text COLLATE "ucs_basic"',),
         id="grams-in-a-locale-order",
     ),
-    pytest.param(("DROP INDEX tickets_status",), id="no-status-index"),
     pytest.param(("CREATE INDEX extra ON title_grams (bucket)",), id="an-extra-index"),
 ]
 

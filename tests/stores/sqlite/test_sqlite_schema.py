@@ -109,7 +109,7 @@ CRAFTED = [
         id="tombstone-version-unchecked",
     ),
     pytest.param(V5, id="no-title-index"),
-    pytest.param([*V5, *INDEX_SCHEMA[1:]], id="no-status-index"),
+    pytest.param([*V5, *INDEX_SCHEMA[1:]], id="no-title-grams"),
     pytest.param(
         _index_variant("tenant TEXT NOT NULL", "tenant TEXT NOT NULL COLLATE NOCASE"),
         id="title-index-tenant-nocase",

@@ -54,7 +54,6 @@ _SWAP = (
     f"DROP TABLE {', '.join(_SWAPPED)}",
     f"ALTER TABLE {NEXT_TABLE} RENAME TO tickets",
     f"ALTER INDEX {NEXT_TABLE}_pkey RENAME TO tickets_pkey",
-    f"ALTER INDEX {NEXT_TABLE}_status RENAME TO tickets_status",
     f"ALTER TABLE tickets RENAME CONSTRAINT {NEXT_TABLE}_id_check TO tickets_id_check",
     f"ALTER TABLE tickets RENAME CONSTRAINT {NEXT_TABLE}_version_check TO tickets_version_check",
     *(

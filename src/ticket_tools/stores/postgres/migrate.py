@@ -38,10 +38,10 @@ def migrate_dsn(
 
     None: it already has this version, and nothing was done. Run as the tables' owner,
     in one transaction holding the writers' lock (an `apply` batch waits, then lands on
-    the new schema): version 4's high_water table if it is missing, the status index,
-    the title index's tables (each role granted on tickets granted on them alike) and
-    their rows, the version stamps. Readers keep reading meanwhile (the status index is
-    built under a SHARE lock, which blocks writes alone); on any failure, nothing.
+    the new schema): version 4's high_water table if it is missing, the title index's
+    tables (each role granted on tickets granted on them alike) and their rows, the
+    version stamps. Readers keep reading meanwhile (the tickets are read, not locked
+    against them); on any failure, nothing.
     Raises StoreFailure: "schema" as `open` says, "privileged" for a role that is not
     the owner, "unavailable" for any other failure.
     """

@@ -21,7 +21,7 @@ from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdForm
 # 4: a writer policy on each table for the tables' owner alone, so that `apply` writes a
 # whole batch in one statement per operation instead of scoping each tenant in turn.
 # 5: the high_water table, the floor a refresh from a versioned snapshot leaves.
-# 6: the status index and the title index's three tables (`title_index.py`).
+# 6: the title index's three tables (`title_index.py`), which index statuses too.
 SCHEMA_VERSION = 6
 MIGRATES_FROM = (4, 5)
 """The schema versions `ticket-tools migrate` turns into this one, in place."""
@@ -120,8 +120,6 @@ CREATE TABLE {name} (
 }
 INDEX_TABLES = tuple(_CREATE_INDEX_TABLES)
 """The title index's tables, in the order they are made."""
-# The rare status is a range of it, in id order; the page statement with a status reads it.
-_STATUS_INDEX = "CREATE INDEX {name}_status ON {name} (tenant, status, id)"
 _POLICY = "tickets_tenant"
 _TOMBSTONES_POLICY = "tombstones_tenant"
 _TENANT_RULE = "USING (tenant = current_setting('app.tenant', true))"
@@ -176,7 +174,6 @@ def tickets_table(name: str, id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]
     """
     return (
         _CREATE_TABLE.format(name=name, pattern=id_format.pattern),
-        _STATUS_INDEX.format(name=name),
         f"ALTER TABLE {name} ENABLE ROW LEVEL SECURITY",
         f"CREATE POLICY {_POLICY} ON {name} {_TENANT_RULE}",
         _writer_policy("tickets", name),
@@ -207,8 +204,8 @@ def high_water_table(version: int = SCHEMA_VERSION) -> tuple[str, ...]:
 def create_schema(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
     """Return the statements that create the six tables for IDs of `id_format`.
 
-    The tables, the status index, their policies and their version stamps; the importer
-    then forces the tickets policy itself, after copying (docs/postgres.md).
+    The tables, their policies and their version stamps; the importer then forces the
+    tickets policy itself, after copying (docs/postgres.md).
     """
     return (
         *tickets_table("tickets", id_format),
@@ -219,7 +216,6 @@ def create_schema(id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:
 
 
 MIGRATE_TO_6 = (
-    _STATUS_INDEX.format(name="tickets"),
     *index_schema(),
     *(
         f"COMMENT ON TABLE {table} IS '{comment(table)}'"
@@ -338,7 +334,6 @@ def _expected(
     connection sees, so any other set of policies is refused. Those of schema `version`
     (4, 5 or this one): what a database to migrate must hold (None: no such table).
     """
-    tickets_indexes = ["btree (tenant, status, id)"] if version == SCHEMA_VERSION else []
     expected: dict[str, tuple[object, ...] | None] = {
         "tickets": (
             comment("tickets", version),
@@ -347,7 +342,7 @@ def _expected(
             _KEY + _TEXT + _VERSION,
             _constraints(id_format),
             [f"{_POLICY} * true {{0}} {_TENANT_QUAL}", "tickets_writer * true owner true true"],
-            [*tickets_indexes, "btree unique (tenant, id)"],
+            ["btree unique (tenant, id)"],
         ),
         "tombstones": (
             comment("tombstones", version),

@@ -226,11 +226,11 @@ class PostgresStore(TicketStore):
     def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
         """Return the first `limit` (None: all) of `tenant`'s tickets matching `where`, by id.
 
-        Without a text, one range read from (tenant, after) onwards (of the primary key,
-        or of the status index with a status), stopped after `limit` rows, as in SQLite.
-        With one, the plan of `index_search`, in the call's one transaction (one snapshot,
-        REPEATABLE READ): a short scan, then the title index, every statement one the
-        planner can run along an index under the forced policy.
+        Without a text or a status, one range read of the primary key from (tenant,
+        after) onwards, stopped after `limit` rows, as in SQLite. With either, the plan of
+        `index_search`, in the call's one transaction (one snapshot, REPEATABLE READ): the
+        title index (statuses too), or a short scan first where the terms are common,
+        every statement one the planner can run along an index under the forced policy.
         """
         values = (tenant, where.status, where.text)
         if (limit is not None and limit <= 0) or not all(
@@ -239,8 +239,8 @@ class PostgresStore(TicketStore):
             # Nothing stored holds NUL or a lone surrogate, so such a value matches nothing.
             return []
         limit = None if limit is None or limit > _MAX_LIMIT else limit
-        if where.text is None:
-            statement, params = _page_query(tenant, where.status, None, where.after, limit)
+        if where.text is None and where.status is None:
+            statement, params = _page_query(tenant, None, None, where.after, limit)
             return [_ticket(row) for row in self._select(tenant, statement, params)]
 
         def search(connection: DeadlineConnection, deadline: float) -> Callable[[], list[Ticket]]:

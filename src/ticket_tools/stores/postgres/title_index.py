@@ -26,7 +26,7 @@ from ticket_tools.stores.grams import (
     build_rows,
 )
 from ticket_tools.stores.index_search import PROBE_TICKETS, Bucket, Look, Row, Start
-from ticket_tools.stores.index_writes import IndexEdits, TitleChange, index_edits
+from ticket_tools.stores.index_writes import IndexEdits, TicketChange, index_edits
 from ticket_tools.stores.postgres.schema import force_index
 from ticket_tools.tickets import Ticket
 
@@ -45,16 +45,14 @@ _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true)"
 # Each round trip of a search bounds its statements by what is left of the call, and sets
 # how they are planned: a search's statements are the same few each time, prepared by
 # psycopg after a few calls, and PostgreSQL's generic plan of each is the custom one less
-# the planning (a millisecond for the look, on every call). Not a page with a status: its
-# generic plan reads the primary key and filters (the planner cannot tell the rare status
-# from the common one without its value), its custom plan the status index.
-_BOUNDS_SQL = (
-    "SELECT set_config('statement_timeout', %s, true), set_config('plan_cache_mode', %s, true)"
-)
+# the planning (a millisecond for the look, on every call).
 GENERIC = "force_generic_plan"
+_BOUNDS_SQL = (
+    "SELECT set_config('statement_timeout', %s, true), "
+    f"set_config('plan_cache_mode', '{GENERIC}', true)"
+)
 BOUNDS_PREFIX = _BOUNDS_SQL[:40]
 """How a round trip's bounds statement begins (`PostgresStore.search_plans` leaves it out)."""
-_CUSTOM = "auto"
 
 # A search's reads (PostgresSession), each bound to one tenant and run as the reader.
 # Every statement of a search is a few index reads whose plan has no choice to make: by
@@ -188,7 +186,7 @@ def build_index(
         builder = TenantIndexBuilder(tenant)
         with connection.cursor(name="ticket_tools_index") as rows:
             rows.execute(
-                f"SELECT id, title FROM {tickets} WHERE tenant = %s ORDER BY id",  # noqa: S608
+                f"SELECT id, title, status FROM {tickets} WHERE tenant = %s ORDER BY id",  # noqa: S608
                 (tenant,),
             )
             while chunk := rows.fetchmany(_BUILD_BATCH):
@@ -237,7 +235,7 @@ def index_tenant(connection: psycopg.Connection, tenant: str) -> None:
     for table in ("title_grams", "gram_counts"):
         connection.execute(f"DELETE FROM {table} WHERE tenant = %s", (tenant,))  # noqa: S608
     tickets = connection.execute(
-        "SELECT id, title FROM tickets WHERE tenant = %s ORDER BY id", (tenant,)
+        "SELECT id, title, status FROM tickets WHERE tenant = %s ORDER BY id", (tenant,)
     ).fetchall()
     _insert_rows(connection, "title_grams", build_rows(tenant, tickets))
     connection.execute(
@@ -254,7 +252,7 @@ class IndexUpkeep:
     `sizes` holds, per tenant of the batch that has a row, (tickets, indexed).
     """
 
-    def __init__(self, sizes: dict[str, tuple[int, bool]], changes: Sequence[TitleChange]) -> None:
+    def __init__(self, sizes: dict[str, tuple[int, bool]], changes: Sequence[TicketChange]) -> None:
         self._sizes = sizes
         self._changes = changes
         self.edits: IndexEdits = index_edits(
@@ -354,9 +352,9 @@ class PostgresSession:
         self.statements: list[tuple[str, Sequence[object] | Mapping[str, object]]] | None = None
         """Where the statements run are recorded, if a list (`PostgresStore.search_plans`)."""
 
-    def _bounded(self, plans: str = GENERIC) -> None:
+    def _bounded(self) -> None:
         left = max(1, math.ceil((self._deadline - time.monotonic()) * 1000))
-        self._run(_BOUNDS_SQL, (str(left), plans))
+        self._run(_BOUNDS_SQL, (str(left),))
 
     def _run(
         self, sql: str, params: Sequence[object] | Mapping[str, object]
@@ -366,10 +364,8 @@ class PostgresSession:
             self.statements.append((sql, params))
         return self._connection.execute(sql, params)
 
-    def start(
-        self, status: str | None, after: str | None, rows: int, terms: Sequence[Term]
-    ) -> Start:
-        """Look the terms up and read the scan's rows, in one round trip."""
+    def start(self, after: str | None, rows: int, terms: Sequence[Term]) -> Start:
+        """Look the terms up and read the scan's rows (any status), in one round trip."""
         grams = sorted({term.low for term in terms if term.low == term.high})
         ranges = [term for term in terms if term.low != term.high]
         tenant = self._tenant
@@ -390,9 +386,7 @@ class PostgresSession:
                     "small": PROBE_TICKETS,
                 }
                 looks.append((term, self._run(_RANGE_LOOK_SQL, values)))
-            sql, params = self._page(status, None, after, rows)
-            if status is not None:
-                self._bounded(_CUSTOM)
+            sql, params = self._page(None, None, after, rows)
             scan = self._run(sql, params)
             found = [(term, cursor.fetchall()) for term, cursor in looks]
             scanned = scan.fetchall()
@@ -421,12 +415,12 @@ class PostgresSession:
         )
 
     def filtered_scan(
-        self, status: str | None, text: str, after: str | None, limit: int | None
+        self, status: str | None, text: str | None, after: str | None, limit: int | None
     ) -> list[Ticket]:
         """Return the first `limit` matching tickets after `after`: the page statement's scan."""
         sql, params = self._page(status, text, after, limit)
         with self._connection.pipeline():
-            self._bounded(_CUSTOM)
+            self._bounded()
             rows = self._run(sql, params).fetchall()
         return [self.ticket(row) for row in rows]
 

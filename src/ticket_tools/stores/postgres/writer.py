@@ -19,7 +19,7 @@ import psycopg
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, FeedError, Key, OnWait, has_nul, plan
-from ticket_tools.stores.index_writes import TitleChange
+from ticket_tools.stores.index_writes import Indexed, TicketChange
 
 # WRITER_LOCK is held for each batch: a row lock cannot guard a key not yet stored.
 from ticket_tools.stores.postgres.schema import WRITER_LOCK, check_schema, describe, store_error
@@ -36,10 +36,10 @@ _LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
 _TRY_LOCK_SQL = "SELECT pg_try_advisory_xact_lock(%s)"
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true)"
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
-# A ticket's title comes too: the title index drops its grams (`title_index.IndexUpkeep`).
+# A ticket's title and status come too: the index drops their grams (`IndexUpkeep`).
 _VERSIONS_SQL = (
-    "SELECT id, version, title FROM tickets WHERE tenant = %s AND id = ANY(%s) "
-    "UNION ALL SELECT id, version, NULL FROM tombstones WHERE tenant = %s AND id = ANY(%s)"
+    "SELECT id, version, title, status FROM tickets WHERE tenant = %s AND id = ANY(%s) "
+    "UNION ALL SELECT id, version, NULL, NULL FROM tombstones WHERE tenant = %s AND id = ANY(%s)"
 )
 # title_lower is Python's title.lower(), recomputed on every upsert, as import computes it.
 _UPSERT_SQL = (
@@ -60,8 +60,9 @@ _DROP_TOMBSTONE_SQL = "DELETE FROM tombstones WHERE tenant = %s AND id = %s"
 _ALL_VERSIONS_SQL = (
     'WITH keys(tenant, id) AS (SELECT tenant COLLATE "C", id COLLATE "C" '
     "FROM unnest(%s::text[], %s::text[]) AS k(tenant, id)) "
-    "SELECT tenant, id, version, title FROM keys JOIN tickets USING (tenant, id) "
-    "UNION ALL SELECT tenant, id, version, NULL FROM keys JOIN tombstones USING (tenant, id)"
+    "SELECT tenant, id, version, title, status FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version, NULL, NULL FROM keys JOIN tombstones "
+    "USING (tenant, id)"
 )
 # The WHERE repeats the version rule `plan` applied under the writers' lock: a second
 # guard, which never skips a row while every writer takes that lock.
@@ -225,18 +226,20 @@ class PostgresWriter:
                 self._lock()
                 keys = sorted({change.key for change in changes})
                 tenants = sorted({key[0] for key in keys})
-                cursor: psycopg.Cursor[tuple[str, str, int, str | None]] = connection.cursor()
+                cursor: psycopg.Cursor[tuple[str, str, int, str | None, str | None]] = (
+                    connection.cursor()
+                )
                 cursor.execute(
                     _ALL_VERSIONS_SQL, ([key[0] for key in keys], [key[1] for key in keys])
                 )
                 floor = self._read_floor()
                 sizes = connection.execute(SIZES_OF_SQL, (tenants,))
                 stored: dict[Key, int] = {}
-                titles: dict[Key, str] = {}
-                for tenant, id_, version, title in cursor.fetchall():
+                titles: dict[Key, Indexed] = {}
+                for tenant, id_, version, title, status in cursor.fetchall():
                     stored[(tenant, id_)] = version
-                    if title is not None:
-                        titles[(tenant, id_)] = title
+                    if title is not None and status is not None:
+                        titles[(tenant, id_)] = Indexed(title, status)
                 [(high_water,)] = floor.fetchall()
                 held = {tenant: (tickets, indexed) for tenant, tickets, indexed in sizes.fetchall()}
             winners, counts = plan(changes, stored, high_water)
@@ -309,13 +312,13 @@ class PostgresWriter:
                 ]
                 floor = self._read_floor()
                 stored: dict[Key, int] = {}
-                titles: dict[Key, str] = {}
+                titles: dict[Key, Indexed] = {}
                 held: dict[str, tuple[int, bool]] = {}
                 for tenant, cursor, size in reads:
-                    for ticket_id, version, title in cursor.fetchall():
+                    for ticket_id, version, title, status in cursor.fetchall():
                         stored[(tenant, ticket_id)] = version
-                        if title is not None:
-                            titles[(tenant, ticket_id)] = title
+                        if title is not None and status is not None:
+                            titles[(tenant, ticket_id)] = Indexed(title, status)
                     for _, tickets, indexed in size.fetchall():
                         held[tenant] = (tickets, indexed)
                 [(high_water,)] = floor.fetchall()
@@ -359,10 +362,10 @@ class PostgresWriter:
 
     def _read_versions(
         self, tenant: str, group: list[Change]
-    ) -> psycopg.Cursor[tuple[str, int, str | None]]:
+    ) -> psycopg.Cursor[tuple[str, int, str | None, str | None]]:
         ids = sorted({change.id for change in group})
         self._connection.execute(_SCOPE_SQL, (tenant,))
-        cursor: psycopg.Cursor[tuple[str, int, str | None]] = self._connection.cursor()
+        cursor: psycopg.Cursor[tuple[str, int, str | None, str | None]] = self._connection.cursor()
         cursor.execute(_VERSIONS_SQL, (tenant, ids, tenant, ids))
         return cursor
 
@@ -381,14 +384,14 @@ class PostgresWriter:
         cursor.executemany(_BURY_SQL, [(c.tenant, c.id, c.version) for c in deletes])
 
 
-def _title_changes(winners: Iterable[Change], titles: dict[Key, str]) -> list[TitleChange]:
-    """Return each winner's key with its title before (`titles`: the stored ones) and after."""
+def _title_changes(winners: Iterable[Change], titles: dict[Key, Indexed]) -> list[TicketChange]:
+    """Return each winner's key with its ticket before (`titles`: the stored ones) and after."""
     return [
-        TitleChange(
+        TicketChange(
             change.tenant,
             change.id,
             titles.get(change.key),
-            change.title if change.op == "upsert" else None,
+            Indexed(change.title, change.status) if change.op == "upsert" else None,
         )
         for change in winners
     ]

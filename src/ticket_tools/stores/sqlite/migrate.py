@@ -34,10 +34,10 @@ def migrate_database(
     """Migrate the file at `path` to this schema version; return the tickets indexed.
 
     None: it already has this version, and nothing was done. One transaction holding the
-    write lock: the status index, the title index's tables and their rows (built from the
-    tickets, `on_progress` told how far), the version stamp; on any failure or interrupt,
-    nothing. Readers in WAL mode keep reading the old file meanwhile. The file must be
-    exactly what version 4 or 5 made (else StoreFailure "schema", as `open` says).
+    write lock: the title index's tables and their rows (built from the tickets,
+    `on_progress` told how far), the version stamp; on any failure or interrupt, nothing.
+    Readers in WAL mode keep reading the old file meanwhile. The file must be exactly
+    what version 4 or 5 made (else StoreFailure "schema", as `open` says).
     """
     path = Path(path)
     if not path.exists():

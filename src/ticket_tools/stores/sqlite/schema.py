@@ -8,7 +8,6 @@ from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.records import IdWidthError
 from ticket_tools.stores.sqlite.title_index import (
     GRAM_COUNTS,
-    STATUS_INDEX,
     TENANT_SIZES,
     TITLE_GRAMS,
     create_index_schema,
@@ -23,7 +22,7 @@ APPLICATION_ID = 0x544B5431  # "TKT1"
 # an id of another width and `open` can tell which width a file was made for.
 # 4: a version per ticket and the tombstones table, for `apply` (docs/feed.md).
 # 5: the high_water table, the floor a refresh from a versioned snapshot leaves.
-# 6: the status index and the title index's tables (`title_index.py`).
+# 6: the title index's tables (`title_index.py`), which index statuses too.
 SCHEMA_VERSION = 6
 MIGRATES_FROM = (4, 5)
 """The schema versions `ticket-tools migrate` turns into this one, in place."""
@@ -93,7 +92,6 @@ def _objects(id_format: IdFormat, version: int = SCHEMA_VERSION) -> list[tuple[o
         ("table", "high_water", "high_water", HIGH_WATER),
         ("table", "tenant_sizes", "tenant_sizes", TENANT_SIZES),
         ("table", "tickets", "tickets", schema_sql(id_format)),
-        ("index", "tickets_status", "tickets", STATUS_INDEX),
         ("table", "title_grams", "title_grams", TITLE_GRAMS),
         ("table", "tombstones", "tombstones", tombstones_sql(id_format)),
     ]
@@ -141,11 +139,11 @@ def check_schema(
     """Raise StoreFailure("schema") unless the database is exactly what `create_schema` makes.
 
     Exactly: the header stamps, UTF-8 text (SQLite compares TEXT as stored bytes,
-    and only UTF-8 bytes order as Python orders str), and seven objects, the tickets
-    and tombstones tables, high_water, the status index and the title index's three
-    tables, declared by the very text of `schema_sql(id_format)`,
+    and only UTF-8 bytes order as Python orders str), and six objects, the tickets
+    and tombstones tables, high_water and the title index's three tables, declared by
+    the very text of `schema_sql(id_format)`,
     `tombstones_sql(id_format)`, HIGH_WATER and `title_index.INDEX_SCHEMA`: so no
-    collation, type or constraint can differ, and no other index, view or trigger was added.
+    collation, type or constraint can differ, and no index, view or trigger was added.
     A database made for another ID width is refused with a message naming both widths.
     `version` 4 or 5 checks a file to migrate: exactly what that version made.
     """

@@ -47,10 +47,6 @@ _PAGE = PageStatements(
     status="status = ?",
     text=f"{_MATCH_FUNCTION}(title, ?)",
     limit="?",
-    # SQLite has no statistics on the status (import runs no ANALYZE), and without them
-    # it reads the primary key and filters: the status index is named, so that the rare
-    # status is a short range of it, in id order, and the common one stops after `limit`.
-    status_source="tickets INDEXED BY tickets_status",
 )
 
 
@@ -161,10 +157,11 @@ class SQLiteStore(TicketStore):
     def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
         """Return the first `limit` (None: all) of `tenant`'s tickets matching `where`, by id.
 
-        Without a text, one range read from (tenant, after) onwards (of the primary key,
-        or of the status index with a status), stopped after `limit` rows. With one, the
-        plan of `index_search` in one read transaction: a short scan, then the title
-        index. Either way the cost follows the rows read, not the size of the table.
+        Without a text or a status, one range read of the primary key from (tenant,
+        after) onwards, stopped after `limit` rows. With either, the plan of
+        `index_search` in one read transaction: the title index (which holds statuses
+        too), or a short scan first where the terms are common. Either way the cost
+        follows the rows read, not the size of the table.
         """
         if limit is not None and limit <= 0:  # SQLite reads a negative LIMIT as "no limit".
             return []
@@ -172,7 +169,7 @@ class SQLiteStore(TicketStore):
             is_text(text) for text in (tenant, where.status, where.text) if text is not None
         ):
             return []
-        if where.text is None:
+        if where.text is None and where.status is None:
             sql, params = _page_query(tenant, where, limit)
             return [self._ticket(row) for row in self._select(sql, params)]
         with self._session(tenant) as session:

@@ -17,11 +17,9 @@ from typing import TypeVar
 from ticket_tools.stores import index_writes
 from ticket_tools.stores.grams import TenantIndexBuilder, Term, build_rows
 from ticket_tools.stores.index_search import Bucket, Look, Row, Start
-from ticket_tools.stores.index_writes import IndexEdits, TitleChange, index_edits
+from ticket_tools.stores.index_writes import IndexEdits, TicketChange, index_edits
 from ticket_tools.tickets import Ticket
 
-# (tenant, status, id): the rare status is a range of it, read in id order.
-STATUS_INDEX = "CREATE INDEX tickets_status ON tickets (tenant, status, id)"
 TITLE_GRAMS = """CREATE TABLE title_grams (
     tenant TEXT NOT NULL,
     gram TEXT NOT NULL,
@@ -40,7 +38,7 @@ TENANT_SIZES = """CREATE TABLE tenant_sizes (
     tickets INTEGER NOT NULL,
     indexed INTEGER NOT NULL
 ) WITHOUT ROWID"""
-INDEX_SCHEMA = (STATUS_INDEX, TITLE_GRAMS, GRAM_COUNTS, TENANT_SIZES)
+INDEX_SCHEMA = (TITLE_GRAMS, GRAM_COUNTS, TENANT_SIZES)
 """What schema version 6 adds to version 5, in this order."""
 
 IndexProgress = Callable[[int, int], None]
@@ -65,7 +63,7 @@ _TENANT_COUNTS_SQL = (
     "INSERT INTO gram_counts SELECT tenant, gram, sum(length(offsets)) / 2 FROM title_grams "
     "WHERE tenant = ? GROUP BY tenant, gram"
 )
-_TENANT_TICKETS_SQL = "SELECT id, title FROM tickets WHERE tenant = ? ORDER BY id"
+_TENANT_TICKETS_SQL = "SELECT id, title, status FROM tickets WHERE tenant = ? ORDER BY id"
 
 # A search's reads (SQLiteSession): each bound to one tenant.
 _SIZE_SQL = "SELECT tickets, indexed FROM tenant_sizes WHERE tenant = ?"
@@ -132,7 +130,7 @@ PageQuery = Callable[
 
 
 def create_index_schema(connection: sqlite3.Connection) -> None:
-    """Create the status index and the title index's tables (inside the caller's transaction)."""
+    """Create the title index's tables (inside the caller's transaction)."""
     for statement in INDEX_SCHEMA:
         connection.execute(statement)
 
@@ -190,7 +188,7 @@ def _index_tenant(connection: sqlite3.Connection, tenant: str) -> None:
     connection.execute(_INDEXED_NOW_SQL, (tenant,))
 
 
-def write_index(connection: sqlite3.Connection, changes: Sequence[TitleChange]) -> None:
+def write_index(connection: sqlite3.Connection, changes: Sequence[TicketChange]) -> None:
     """Bring the index up to a batch's writes (inside its transaction, after them).
 
     Each tenant's size moves by the tickets the batch created and removed; the index of
@@ -272,9 +270,7 @@ class SQLiteSession:
         for cursor in self._cursors:
             cursor.close()
 
-    def start(
-        self, status: str | None, after: str | None, rows: int, terms: Sequence[Term]
-    ) -> Start:
+    def start(self, after: str | None, rows: int, terms: Sequence[Term]) -> Start:
         """Look the terms up; the scan's rows are read as they are taken.
 
         The small terms' containers are not read with the look: a statement here costs
@@ -282,7 +278,7 @@ class SQLiteSession:
         """
 
         def scan() -> Iterable[Row]:
-            sql, params = self._page(status, None, after, rows)
+            sql, params = self._page(None, None, after, rows)
             cursor = self._connection.execute(sql, params)
             self._cursors.append(cursor)
             return cursor
@@ -312,7 +308,7 @@ class SQLiteSession:
         )
 
     def filtered_scan(
-        self, status: str | None, text: str, after: str | None, limit: int | None
+        self, status: str | None, text: str | None, after: str | None, limit: int | None
     ) -> list[Ticket]:
         """Return the first `limit` matching tickets after `after`: the page statement's scan."""
         sql, params = self._page(status, text, after, limit)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
-from ticket_tools.stores.index_writes import TitleChange
+from ticket_tools.stores.index_writes import Indexed, TicketChange
 from ticket_tools.stores.records import StoredRow, with_high_water
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
@@ -26,11 +26,11 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 # of up to VERSION_KEYS keys, a default batch: 2 variables a key, so fewer where the
 # library's limit is lower (999 before SQLite 3.32). The last column says which table.
 VERSION_KEYS = 1000
-# A stored ticket's title comes too: the title index drops its grams (`write_index`).
+# A stored ticket's title and status come too: the index drops their grams (`write_index`).
 _VERSIONS_SQL = (
     "WITH keys(tenant, id) AS (VALUES {values}) "
-    "SELECT tenant, id, version, title FROM keys JOIN tickets USING (tenant, id) "
-    "UNION ALL SELECT tenant, id, version, NULL FROM keys JOIN tombstones USING (tenant, id)"
+    "SELECT tenant, id, version, title, status FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version, NULL, NULL FROM keys JOIN tombstones USING (tenant, id)"
 )
 # The WHERE repeats the version rule `plan` applied under the write lock: a second
 # guard, which never skips a row while the lock is held from the read to the commit.
@@ -180,11 +180,11 @@ class SQLiteWriter:
                 write_index(
                     connection,
                     [
-                        TitleChange(
+                        TicketChange(
                             change.tenant,
                             change.id,
                             titles.get(change.key),
-                            change.title if change.op == "upsert" else None,
+                            Indexed(change.title, change.status) if change.op == "upsert" else None,
                         )
                         for change in winners.values()
                     ],
@@ -287,27 +287,29 @@ class SQLiteWriter:
             connection.execute(statement, {"n": high_water, "floor": floor})
         return count
 
-    def _stored_versions(self, keys: set[Key]) -> tuple[dict[Key, int], dict[Key, str]]:
-        """Return the stored version of each of `keys` stored, and the title of each ticket.
+    def _stored_versions(self, keys: set[Key]) -> tuple[dict[Key, int], dict[Key, Indexed]]:
+        """Return the stored version of each of `keys` stored, and each ticket's title and status.
 
-        A key stored without a title is a tombstone's.
+        A key stored without them is a tombstone's.
         """
         ordered = sorted(keys)
         limit = self._connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 2
         size = min(VERSION_KEYS, limit)
         stored: dict[Key, int] = {}
-        titles: dict[Key, str] = {}
+        titles: dict[Key, Indexed] = {}
         for start in range(0, len(ordered), size):
             chunk = ordered[start : start + size]
             sql = _VERSIONS_SQL.format(values=", ".join(["(?, ?)"] * len(chunk)))
             params = [part for key in chunk for part in key]
-            for tenant, ticket_id, version, title in self._connection.execute(sql, params):
+            for tenant, ticket_id, version, title, status in self._connection.execute(sql, params):
                 stored[(tenant, ticket_id)] = version
                 if title is not None:
-                    titles[(tenant, ticket_id)] = title
+                    titles[(tenant, ticket_id)] = Indexed(title, status)
         return stored, titles
 
-    def _write(self, winners: list[Change], stored: dict[Key, int], titles: dict[Key, str]) -> None:
+    def _write(
+        self, winners: list[Change], stored: dict[Key, int], titles: dict[Key, Indexed]
+    ) -> None:
         """Write the winners; drop only the rows that are there (a tombstone, a ticket)."""
         upserts = [c for c in winners if c.op == "upsert"]
         deletes = [c for c in winners if c.op == "delete"]
