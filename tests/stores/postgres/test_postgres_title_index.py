@@ -72,6 +72,8 @@ SEARCHES = [
     pytest.param(TicketFilter(text=titles.RARE_NON_ASCII), id="a-rare-non-ascii-word"),
     pytest.param(TicketFilter(text=titles.ABSENT), id="a-word-in-none"),
     pytest.param(TicketFilter(text=titles.ONE_IN_A_HUNDRED), id="a-word-in-1-percent"),
+    pytest.param(TicketFilter("open"), id="the-rare-status"),
+    pytest.param(TicketFilter("open", titles.COMMON), id="the-rare-status-and-a-common-word"),
     pytest.param(TicketFilter("closed", titles.RARE), id="the-common-status-and-a-rare-word"),
     pytest.param(
         TicketFilter(text=titles.RARE, after="TKT-010000"), id="a-rare-word-past-a-cursor"
