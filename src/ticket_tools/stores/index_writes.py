@@ -11,10 +11,11 @@ the tickets would make (tested), so no garbage piles up and no rebuild is ever d
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ticket_tools.stores.feed import Change, Key
 from ticket_tools.stores.grams import (
     BUCKET_BITS,
     BUCKET_SIZE,
@@ -107,3 +108,35 @@ def index_edits(changes: Iterable[TicketChange]) -> IndexEdits:
     for change in changes:
         edits.add(change)
     return edits
+
+
+def ticket_changes(
+    winners: Iterable[Change], titles: dict[Key, Indexed], indexed: Collection[str]
+) -> list[TicketChange]:
+    """Return the winners of `indexed` tenants, each with its ticket before and after.
+
+    `titles`: the stored ticket of each key that has one (of the indexed tenants).
+    """
+    return [
+        TicketChange(
+            change.tenant,
+            change.id,
+            titles.get(change.key),
+            Indexed(change.title, change.status) if change.op == "upsert" else None,
+        )
+        for change in winners
+        if change.tenant in indexed
+    ]
+
+
+def size_steps(winners: Iterable[Change], alive: Collection[Key]) -> dict[str, int]:
+    """Return, per tenant whose size the winners change, the tickets made less those removed.
+
+    `alive`: the keys stored as tickets before the batch.
+    """
+    steps: dict[str, int] = {}
+    for change in winners:
+        step = (change.op == "upsert") - (change.key in alive)
+        if step:
+            steps[change.tenant] = steps.get(change.tenant, 0) + step
+    return steps

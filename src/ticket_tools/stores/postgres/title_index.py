@@ -252,18 +252,18 @@ class IndexUpkeep:
     `sizes` holds, per tenant of the batch that has a row, (tickets, indexed).
     """
 
-    def __init__(self, sizes: dict[str, tuple[int, bool]], changes: Sequence[TicketChange]) -> None:
+    def __init__(
+        self,
+        sizes: dict[str, tuple[int, bool]],
+        changes: Sequence[TicketChange],
+        moved: dict[str, int],
+    ) -> None:
+        """`changes`: the batch's keys of indexed tenants; `moved`: `index_writes.size_steps`."""
         self._sizes = sizes
-        self._changes = changes
-        self.edits: IndexEdits = index_edits(
-            change for change in changes if sizes.get(change.tenant, (0, False))[1]
-        )
+        self.edits: IndexEdits = index_edits(changes)
         """The container and count edits of the batch's indexed tenants."""
-        self.moved: dict[str, int] = {}
-        """Per tenant, how many tickets the batch created less those it removed."""
-        for change in changes:
-            step = (change.new is not None) - (change.old is not None)
-            self.moved[change.tenant] = self.moved.get(change.tenant, 0) + step
+        self.moved = moved
+        """Per tenant whose size the batch changes, the tickets it created less those removed."""
 
     def read(
         self, connection: psycopg.Connection, tenants: Iterable[str] | None = None

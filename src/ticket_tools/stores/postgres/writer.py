@@ -19,7 +19,7 @@ import psycopg
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, FeedError, Key, OnWait, has_nul, plan
-from ticket_tools.stores.index_writes import Indexed, TicketChange
+from ticket_tools.stores.index_writes import Indexed, size_steps, ticket_changes
 
 # WRITER_LOCK is held for each batch: a row lock cannot guard a key not yet stored.
 from ticket_tools.stores.postgres.schema import WRITER_LOCK, check_schema, describe, store_error
@@ -36,10 +36,15 @@ _LOCK_SQL = "SELECT pg_advisory_xact_lock(%s)"
 _TRY_LOCK_SQL = "SELECT pg_try_advisory_xact_lock(%s)"
 _SCOPE_SQL = "SELECT set_config('app.tenant', %s, true)"
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
-# A ticket's title and status come too: the index drops their grams (`IndexUpkeep`).
+# The third column says which. An indexed tenant's ticket's title and status come too:
+# the index drops their grams (`IndexUpkeep`); other tenants' titles are not sent.
 _VERSIONS_SQL = (
-    "SELECT id, version, title, status FROM tickets WHERE tenant = %s AND id = ANY(%s) "
-    "UNION ALL SELECT id, version, NULL, NULL FROM tombstones WHERE tenant = %s AND id = ANY(%s)"
+    "SELECT id, version, true, "
+    "CASE WHEN (SELECT indexed FROM tenant_sizes WHERE tenant = %(tenant)s) THEN title END, "
+    "CASE WHEN (SELECT indexed FROM tenant_sizes WHERE tenant = %(tenant)s) THEN status END "
+    "FROM tickets WHERE tenant = %(tenant)s AND id = ANY(%(ids)s) "
+    "UNION ALL SELECT id, version, false, NULL, NULL FROM tombstones "
+    "WHERE tenant = %(tenant)s AND id = ANY(%(ids)s)"
 )
 # title_lower is Python's title.lower(), recomputed on every upsert, as import computes it.
 _UPSERT_SQL = (
@@ -60,8 +65,10 @@ _DROP_TOMBSTONE_SQL = "DELETE FROM tombstones WHERE tenant = %s AND id = %s"
 _ALL_VERSIONS_SQL = (
     'WITH keys(tenant, id) AS (SELECT tenant COLLATE "C", id COLLATE "C" '
     "FROM unnest(%s::text[], %s::text[]) AS k(tenant, id)) "
-    "SELECT tenant, id, version, title, status FROM keys JOIN tickets USING (tenant, id) "
-    "UNION ALL SELECT tenant, id, version, NULL, NULL FROM keys JOIN tombstones "
+    "SELECT tenant, id, version, true, CASE WHEN indexed THEN title END, "
+    "CASE WHEN indexed THEN status END "
+    "FROM keys JOIN tickets USING (tenant, id) LEFT JOIN tenant_sizes USING (tenant) "
+    "UNION ALL SELECT tenant, id, version, false, NULL, NULL FROM keys JOIN tombstones "
     "USING (tenant, id)"
 )
 # The WHERE repeats the version rule `plan` applied under the writers' lock: a second
@@ -226,7 +233,7 @@ class PostgresWriter:
                 self._lock()
                 keys = sorted({change.key for change in changes})
                 tenants = sorted({key[0] for key in keys})
-                cursor: psycopg.Cursor[tuple[str, str, int, str | None, str | None]] = (
+                cursor: psycopg.Cursor[tuple[str, str, int, bool, str | None, str | None]] = (
                     connection.cursor()
                 )
                 cursor.execute(
@@ -234,16 +241,12 @@ class PostgresWriter:
                 )
                 floor = self._read_floor()
                 sizes = connection.execute(SIZES_OF_SQL, (tenants,))
-                stored: dict[Key, int] = {}
-                titles: dict[Key, Indexed] = {}
-                for tenant, id_, version, title, status in cursor.fetchall():
-                    stored[(tenant, id_)] = version
-                    if title is not None and status is not None:
-                        titles[(tenant, id_)] = Indexed(title, status)
+                stored = _Stored()
+                stored.take(cursor.fetchall())
                 [(high_water,)] = floor.fetchall()
                 held = {tenant: (tickets, indexed) for tenant, tickets, indexed in sizes.fetchall()}
-            winners, counts = plan(changes, stored, high_water)
-            upkeep = IndexUpkeep(held, _title_changes(winners.values(), titles))
+            winners, counts = plan(changes, stored.versions, high_water)
+            upkeep = stored.upkeep(held, winners.values())
             containers: dict[tuple[str, str, int], bytes] = {}
             if upkeep.edits.containers:
                 containers = {
@@ -311,25 +314,21 @@ class PostgresWriter:
                     for tenant, group in by_tenant.items()
                 ]
                 floor = self._read_floor()
-                stored: dict[Key, int] = {}
-                titles: dict[Key, Indexed] = {}
+                stored = _Stored()
                 held: dict[str, tuple[int, bool]] = {}
                 for tenant, cursor, size in reads:
-                    for ticket_id, version, title, status in cursor.fetchall():
-                        stored[(tenant, ticket_id)] = version
-                        if title is not None and status is not None:
-                            titles[(tenant, ticket_id)] = Indexed(title, status)
+                    stored.take((tenant, *row) for row in cursor.fetchall())
                     for _, tickets, indexed in size.fetchall():
                         held[tenant] = (tickets, indexed)
                 [(high_water,)] = floor.fetchall()
             counts = Counts()
             planned = {}
             for tenant, group in by_tenant.items():
-                winners, tenant_counts = plan(group, stored, high_water)
+                winners, tenant_counts = plan(group, stored.versions, high_water)
                 counts += tenant_counts
                 planned[tenant] = winners
             changed = [change for winners in planned.values() for change in winners.values()]
-            upkeep = IndexUpkeep(held, _title_changes(changed, titles))
+            upkeep = stored.upkeep(held, changed)
             containers: dict[tuple[str, str, int], bytes] = {}
             edited = sorted({key[0] for key in upkeep.edits.containers})
             if edited:
@@ -362,11 +361,13 @@ class PostgresWriter:
 
     def _read_versions(
         self, tenant: str, group: list[Change]
-    ) -> psycopg.Cursor[tuple[str, int, str | None, str | None]]:
+    ) -> psycopg.Cursor[tuple[str, int, bool, str | None, str | None]]:
         ids = sorted({change.id for change in group})
         self._connection.execute(_SCOPE_SQL, (tenant,))
-        cursor: psycopg.Cursor[tuple[str, int, str | None, str | None]] = self._connection.cursor()
-        cursor.execute(_VERSIONS_SQL, (tenant, ids, tenant, ids))
+        cursor: psycopg.Cursor[tuple[str, int, bool, str | None, str | None]] = (
+            self._connection.cursor()
+        )
+        cursor.execute(_VERSIONS_SQL, {"tenant": tenant, "ids": ids})
         return cursor
 
     def _write(self, tenant: str, winners: list[Change]) -> None:
@@ -384,14 +385,30 @@ class PostgresWriter:
         cursor.executemany(_BURY_SQL, [(c.tenant, c.id, c.version) for c in deletes])
 
 
-def _title_changes(winners: Iterable[Change], titles: dict[Key, Indexed]) -> list[TicketChange]:
-    """Return each winner's key with its ticket before (`titles`: the stored ones) and after."""
-    return [
-        TicketChange(
-            change.tenant,
-            change.id,
-            titles.get(change.key),
-            Indexed(change.title, change.status) if change.op == "upsert" else None,
+class _Stored:
+    """What a batch's keys hold before it: versions, the keys of tickets, indexed titles."""
+
+    def __init__(self) -> None:
+        self.versions: dict[Key, int] = {}
+        self._alive: set[Key] = set()
+        self._titles: dict[Key, Indexed] = {}
+
+    def take(self, rows: Iterable[tuple[str, str, int, bool, str | None, str | None]]) -> None:
+        """Take (tenant, id, version, is a ticket, title, status) rows of the versions' read."""
+        for tenant, ticket_id, version, ticket, title, status in rows:
+            key = (tenant, ticket_id)
+            self.versions[key] = version
+            if ticket:
+                self._alive.add(key)
+            if title is not None and status is not None:
+                self._titles[key] = Indexed(title, status)
+
+    def upkeep(self, sizes: dict[str, tuple[int, bool]], winners: Iterable[Change]) -> IndexUpkeep:
+        """Return the index's upkeep of the batch whose `winners` these are."""
+        chosen = list(winners)
+        indexed = {tenant for tenant, (_, on) in sizes.items() if on}
+        return IndexUpkeep(
+            sizes,
+            ticket_changes(chosen, self._titles, indexed),
+            size_steps(chosen, self._alive),
         )
-        for change in winners
-    ]

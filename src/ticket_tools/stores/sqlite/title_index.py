@@ -188,30 +188,38 @@ def _index_tenant(connection: sqlite3.Connection, tenant: str) -> None:
     connection.execute(_INDEXED_NOW_SQL, (tenant,))
 
 
-def write_index(connection: sqlite3.Connection, changes: Sequence[TicketChange]) -> None:
-    """Bring the index up to a batch's writes (inside its transaction, after them).
-
-    Each tenant's size moves by the tickets the batch created and removed; the index of
-    each indexed tenant is edited (`index_writes`); a tenant that grows to
-    INDEX_MIN_TICKETS is indexed whole.
-    """
-    if not changes:
-        return
-    tenants = sorted({change.tenant for change in changes})
-    sizes: dict[str, tuple[int, int]] = {}
-    for chunk in _batches(tenants, _keys(connection, 1)):
+def tenant_sizes(
+    connection: sqlite3.Connection, tenants: Iterable[str]
+) -> dict[str, tuple[int, bool]]:
+    """Return (tickets, indexed) of each of `tenants` that has a size kept."""
+    sizes: dict[str, tuple[int, bool]] = {}
+    for chunk in _batches(sorted(tenants), _keys(connection, 1)):
         sql = _SIZES_OF_SQL.format(", ".join(["(?)"] * len(chunk)))
         for tenant, tickets, indexed in connection.execute(sql, chunk):
-            sizes[tenant] = (tickets, indexed)
-    moved: dict[str, int] = {}
-    for change in changes:
-        step = (change.new is not None) - (change.old is not None)
-        moved[change.tenant] = moved.get(change.tenant, 0) + step
-    edits = index_edits(change for change in changes if sizes.get(change.tenant, (0, 0))[1])
-    _write_edits(connection, edits)
-    connection.executemany(_ADD_SIZE_SQL, list(moved.items()))
-    for tenant, step in moved.items():
-        tickets, indexed = sizes.get(tenant, (0, 0))
+            sizes[tenant] = (tickets, bool(indexed))
+    return sizes
+
+
+def write_index(
+    connection: sqlite3.Connection,
+    sizes: dict[str, tuple[int, bool]],
+    changes: Sequence[TicketChange],
+    steps: dict[str, int],
+) -> None:
+    """Bring the index up to a batch's writes (inside its transaction, after them).
+
+    `sizes` as `tenant_sizes` read them before the batch; `changes` the batch's keys of
+    indexed tenants, whose index is edited (`index_writes`); `steps`, per tenant, the
+    tickets the batch created less those it removed. A tenant that grows to
+    INDEX_MIN_TICKETS is indexed whole.
+    """
+    edits = index_edits(changes)
+    if edits.containers:
+        _write_edits(connection, edits)
+    moved = sorted(steps.items())
+    connection.executemany(_ADD_SIZE_SQL, moved)
+    for tenant, step in moved:
+        tickets, indexed = sizes.get(tenant, (0, False))
         if not indexed and tickets + step >= index_writes.INDEX_MIN_TICKETS:
             _index_tenant(connection, tenant)
 

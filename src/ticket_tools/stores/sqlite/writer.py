@@ -11,11 +11,16 @@ from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
-from ticket_tools.stores.index_writes import Indexed, TicketChange
+from ticket_tools.stores.index_writes import Indexed, size_steps, ticket_changes
 from ticket_tools.stores.records import StoredRow, with_high_water
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
-from ticket_tools.stores.sqlite.title_index import IndexProgress, build_index, write_index
+from ticket_tools.stores.sqlite.title_index import (
+    IndexProgress,
+    build_index,
+    tenant_sizes,
+    write_index,
+)
 from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long a batch waits for another writer's lock (a second `apply`) before failing.
@@ -24,13 +29,20 @@ DEFAULT_BUSY_TIMEOUT = 5.0
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
 # The keys of a batch are looked up in one statement (a join along both primary keys)
 # of up to VERSION_KEYS keys, a default batch: 2 variables a key, so fewer where the
-# library's limit is lower (999 before SQLite 3.32). The last column says which table.
+# library's limit is lower (999 before SQLite 3.32). The fourth column says which table.
 VERSION_KEYS = 1000
-# A stored ticket's title and status come too: the index drops their grams (`write_index`).
 _VERSIONS_SQL = (
     "WITH keys(tenant, id) AS (VALUES {values}) "
-    "SELECT tenant, id, version, title, status FROM keys JOIN tickets USING (tenant, id) "
-    "UNION ALL SELECT tenant, id, version, NULL, NULL FROM keys JOIN tombstones USING (tenant, id)"
+    "SELECT tenant, id, version, 1 FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version, 0 FROM keys JOIN tombstones USING (tenant, id)"
+)
+# The keys of an indexed tenant: a stored ticket's title and status come too, the index
+# drops their grams (`write_index`). Other tenants' keys are not sent their titles.
+_INDEXED_VERSIONS_SQL = (
+    "WITH keys(tenant, id) AS (VALUES {values}) "
+    "SELECT tenant, id, version, 1, title, status FROM keys JOIN tickets USING (tenant, id) "
+    "UNION ALL SELECT tenant, id, version, 0, NULL, NULL FROM keys JOIN tombstones "
+    "USING (tenant, id)"
 )
 # The WHERE repeats the version rule `plan` applied under the write lock: a second
 # guard, which never skips a row while the lock is held from the read to the commit.
@@ -173,22 +185,16 @@ class SQLiteWriter:
         try:
             self._begin()
             try:
-                stored, titles = self._stored_versions({change.key for change in changes})
+                keys = {change.key for change in changes}
+                sizes = tenant_sizes(connection, {key[0] for key in keys})
+                indexed = {tenant for tenant, (_, on) in sizes.items() if on}
+                stored, buried, titles = self._stored_versions(keys, indexed)
                 [(floor,)] = connection.execute(_FLOOR_SQL).fetchall()
                 winners, counts = plan(changes, stored, floor)
-                self._write(list(winners.values()), stored, titles)
-                write_index(
-                    connection,
-                    [
-                        TicketChange(
-                            change.tenant,
-                            change.id,
-                            titles.get(change.key),
-                            Indexed(change.title, change.status) if change.op == "upsert" else None,
-                        )
-                        for change in winners.values()
-                    ],
-                )
+                self._write(list(winners.values()), stored, buried)
+                titled = ticket_changes(winners.values(), titles, indexed)
+                alive = {key for key in stored if key not in buried}
+                write_index(connection, sizes, titled, size_steps(winners.values(), alive))
                 connection.execute("COMMIT")
             except BaseException:
                 # Also on KeyboardInterrupt: the batch is never half applied. SQLite
@@ -287,36 +293,48 @@ class SQLiteWriter:
             connection.execute(statement, {"n": high_water, "floor": floor})
         return count
 
-    def _stored_versions(self, keys: set[Key]) -> tuple[dict[Key, int], dict[Key, Indexed]]:
-        """Return the stored version of each of `keys` stored, and each ticket's title and status.
-
-        A key stored without them is a tombstone's.
+    def _stored_versions(
+        self, keys: set[Key], indexed: set[str]
+    ) -> tuple[dict[Key, int], set[Key], dict[Key, Indexed]]:
+        """Return the stored version of each of `keys` stored, the keys of tombstones, and
+        the title and status of each ticket of an `indexed` tenant.
         """
-        ordered = sorted(keys)
         limit = self._connection.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 2
         size = min(VERSION_KEYS, limit)
         stored: dict[Key, int] = {}
+        buried: set[Key] = set()
         titles: dict[Key, Indexed] = {}
-        for start in range(0, len(ordered), size):
-            chunk = ordered[start : start + size]
+        plain = sorted(key for key in keys if key[0] not in indexed)
+        for start in range(0, len(plain), size):
+            chunk = plain[start : start + size]
             sql = _VERSIONS_SQL.format(values=", ".join(["(?, ?)"] * len(chunk)))
             params = [part for key in chunk for part in key]
-            for tenant, ticket_id, version, title, status in self._connection.execute(sql, params):
+            for tenant, ticket_id, version, alive in self._connection.execute(sql, params):
                 stored[(tenant, ticket_id)] = version
-                if title is not None:
+                if not alive:
+                    buried.add((tenant, ticket_id))
+        kept = sorted(key for key in keys if key[0] in indexed)
+        for start in range(0, len(kept), size):
+            chunk = kept[start : start + size]
+            sql = _INDEXED_VERSIONS_SQL.format(values=", ".join(["(?, ?)"] * len(chunk)))
+            params = [part for key in chunk for part in key]
+            for tenant, ticket_id, version, alive, title, status in self._connection.execute(
+                sql, params
+            ):
+                stored[(tenant, ticket_id)] = version
+                if alive:
                     titles[(tenant, ticket_id)] = Indexed(title, status)
-        return stored, titles
+                else:
+                    buried.add((tenant, ticket_id))
+        return stored, buried, titles
 
-    def _write(
-        self, winners: list[Change], stored: dict[Key, int], titles: dict[Key, Indexed]
-    ) -> None:
+    def _write(self, winners: list[Change], stored: dict[Key, int], buried: set[Key]) -> None:
         """Write the winners; drop only the rows that are there (a tombstone, a ticket)."""
         upserts = [c for c in winners if c.op == "upsert"]
         deletes = [c for c in winners if c.op == "delete"]
         execute = self._connection.executemany
-        execute(
-            _DROP_TOMBSTONE_SQL, [c.key for c in upserts if c.key in stored and c.key not in titles]
-        )
+        execute(_DROP_TOMBSTONE_SQL, [c.key for c in upserts if c.key in buried])
         execute(_UPSERT_SQL, [(c.tenant, c.id, c.title, c.status, c.version) for c in upserts])
-        execute(_DROP_TICKET_SQL, [c.key for c in deletes if c.key in titles])
+        alive = [c.key for c in deletes if c.key in stored and c.key not in buried]
+        execute(_DROP_TICKET_SQL, alive)
         execute(_BURY_SQL, [(c.tenant, c.id, c.version) for c in deletes])
