@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -25,8 +27,16 @@ def parse_json(text: str, what: str) -> object:
         raise CommandError(f"{what} are not valid JSON ({type(error).__name__})") from None
 
 
+def closed_stdin() -> CommandError:
+    """Return the error of reading a stdin closed when the command started (`<&-`)."""
+    # Not read as empty: `streams.repair` put /dev/null there only so no file would be opened as it.
+    return CommandError(f"cannot read stdin: {os.strerror(errno.EBADF)}")
+
+
 def read_stdin() -> str:
     """Return all of stdin, the arguments of `call ... -`."""
+    if sys.stdin is None:
+        raise closed_stdin()
     try:
         return sys.stdin.read()
     except UnicodeDecodeError:
