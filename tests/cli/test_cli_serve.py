@@ -91,7 +91,7 @@ def test_stdio_needs_a_tenant(capsys: Captured) -> None:
 def test_http_options_belong_to_serve_http(capsys: Captured) -> None:
     argv = ["serve", "stdio", "--tenant", "a", "--jwks", "j", "--stateless"]
     assert _usage_error(capsys, argv) == (
-        "ticket-tools: error: unrecognized arguments: --jwks j --stateless"
+        "ticket-tools serve stdio: error: unrecognized arguments: --jwks j --stateless"
     )
 
 
@@ -133,7 +133,7 @@ def test_serve_help_says_it_needs_the_extra(
 @pytest.mark.parametrize("flag", [["--tenant", "alpha"], ["--no-read"]])
 def test_http_takes_no_tenant(capsys: Captured, jwks: str, flag: list[str]) -> None:
     assert _usage_error(capsys, _http(jwks, *flag)) == (
-        f"ticket-tools: error: unrecognized arguments: {' '.join(flag)}"
+        f"ticket-tools serve http: error: unrecognized arguments: {' '.join(flag)}"
     )
 
 
@@ -161,7 +161,7 @@ def test_a_bad_address_is_a_usage_error(capsys: Captured, jwks: str, address: st
 def test_an_unreadable_jwks(capsys: Captured, tmp_path: Path) -> None:
     missing = tmp_path / "missing.json"
     assert _fails(capsys, _http(str(missing))) == (
-        f"ticket-tools: cannot load the JWKS: cannot read {missing}: FileNotFoundError\n"
+        f"ticket-tools: cannot load the JWKS: cannot read {missing}: No such file or directory\n"
     )
 
 
@@ -169,13 +169,13 @@ def test_an_address_in_use(capsys: Captured, jwks: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as taken:
         port = taken.getsockname()[1]
         assert _fails(capsys, _http(jwks, address=f"127.0.0.1:{port}")) == (
-            f"ticket-tools: cannot listen on 127.0.0.1:{port}: OSError\n"
+            f"ticket-tools: cannot listen on 127.0.0.1:{port}: Address already in use\n"
         )
 
 
 def test_an_audit_log_that_cannot_be_opened(capsys: Captured, jwks: str, tmp_path: Path) -> None:
     assert _fails(capsys, _http(jwks, "--audit-log", str(tmp_path))) == (
-        f"ticket-tools: cannot open {tmp_path}: IsADirectoryError\n"
+        f"ticket-tools: cannot open {tmp_path}: Is a directory\n"
     )
 
 

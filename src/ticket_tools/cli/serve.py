@@ -17,7 +17,7 @@ from typing import Any
 
 from ticket_tools.catalog import make_registry
 from ticket_tools.cli.command import CommandError, Commands
-from ticket_tools.cli.inputs import positive_seconds
+from ticket_tools.cli.inputs import check_tenant, positive_seconds
 from ticket_tools.cli.stores import (
     add_id_digits_option,
     add_store_options,
@@ -271,10 +271,11 @@ def _require_mcp() -> None:
 
 
 def _run_stdio(options: argparse.Namespace) -> int:
+    tenant = check_tenant(options.tenant)
     _require_mcp()
     from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
-    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    context = {"tenant": tenant, "can_read_tickets": not options.no_read}
     id_format = id_format_of(options)
     store = open_store(options, id_format)
     mcp_server.serve(context, store, registry=make_registry(id_format))
