@@ -61,6 +61,7 @@ PARSES: dict[Command, list[str]] = {
     ("apply",): ["{tmp}/feed.jsonl", "--db", "{tmp}/tickets.db"],
     ("call",): ["search_tickets", "{}", "--tenant", "alpha"],
     ("declarations",): [],
+    ("dev-token",): ["--tenant", "alpha", "--dir", "{tmp}/identity"],
     ("import",): ["{tmp}/ok.json", "--db", "{tmp}/new.db"],
     ("serve", "http"): [
         "127.0.0.1:0",
@@ -226,6 +227,19 @@ FAILURES: dict[Command, list[object]] = {
         ),
     ],
     ("declarations",): [],  # no input but its options: its usage errors are tested below
+    ("dev-token",): [
+        pytest.param(
+            ["--tenant", "alpha", "--dir", "{tmp}/a-file"],
+            "cannot write {tmp}/a-file: it is not a folder",
+            id="dir-a-file",
+        ),
+        pytest.param(
+            ["--tenant", "../alpha", "--dir", "{tmp}/identity"],
+            "--tenant: dev-token names each token file after its tenant, so here a tenant is "
+            "letters, digits, '.', '_' and '-', not starting with '.'",
+            id="tenant-not-a-file-name",
+        ),
+    ],
     ("import",): [
         pytest.param(
             ["{tmp}/missing.json", "--db", "{tmp}/new.db"],
@@ -386,7 +400,7 @@ TENANT_COMMANDS = [path for path in COMMANDS if takes_tenant(path)]
 
 
 def test_the_commands_that_take_a_tenant() -> None:
-    assert TENANT_COMMANDS == [("call",), ("serve", "stdio")]
+    assert TENANT_COMMANDS == [("call",), ("dev-token",), ("serve", "stdio")]
 
 
 @pytest.mark.parametrize(

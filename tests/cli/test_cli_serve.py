@@ -110,21 +110,24 @@ def test_serve_without_the_sdk_names_the_extra(
         "importlib.util.find_spec", lambda name: found.append(name) if name == "mcp" else None
     )
     assert (_fails(capsys, argv), found) == (
-        "ticket-tools: serve needs the MCP SDK: pip install 'ticket-tools[mcp]'\n",
+        "ticket-tools: serve needs the mcp extra: in a clone of ticket-tools, "
+        "pip install -e '.[mcp]'\n",
         ["mcp"],
     )
 
 
 @pytest.mark.parametrize("transport", [[], ["stdio"], ["http"]])
-def test_serve_help_says_it_needs_the_extra(
+def test_serve_help_says_how_to_install_the_extra_on_a_line_of_its_own(
     monkeypatch: pytest.MonkeyPatch, capsys: Captured, transport: list[str]
 ) -> None:
-    monkeypatch.setenv("COLUMNS", "1000")  # argparse wraps to the terminal, even at a hyphen
+    # A narrow terminal: argparse wraps descriptions to it, and split the command before.
+    monkeypatch.setenv("COLUMNS", "40")
     with pytest.raises(SystemExit) as exited:
         main(["serve", *transport, "--help"])
-    shown = capsys.readouterr().out
+    lines = capsys.readouterr().out.splitlines()
     assert exited.value.code == 0
-    assert "Needs the mcp extra: pip install 'ticket-tools[mcp]'." in shown
+    at = lines.index("Needs the mcp extra; in a clone of ticket-tools:")
+    assert lines[at + 1] == "  pip install -e '.[mcp]'"
 
 
 # --- serve http: every tenant, identity from each request's verified token ---

@@ -41,6 +41,10 @@ from ticket_tools.execute import Context
 
 ALGORITHMS = ("RS256", "ES256", "EdDSA")
 """Asymmetric only: a verifier holding just public keys can never be tricked into HMAC."""
+TENANT_CLAIM = "tenant"
+"""The claim naming the tenant unless `--tenant-claim` says another."""
+READ_SCOPE = "tickets:read"
+"""The scope that grants reading tickets unless `--read-scope` says another."""
 LEEWAY_SECONDS = 30  # clock skew between the IdP and this server
 MIN_REFRESH_SECONDS = 30.0
 """An unknown `kid` reloads the JWKS at most this often, so made-up kids cannot flood the IdP."""
@@ -67,9 +71,9 @@ class TokenRules:
     """The `iss` every token must carry, exactly."""
     audience: str
     """A value `aud` must equal (or hold, when it is a list)."""
-    tenant_claim: str = "tenant"
+    tenant_claim: str = TENANT_CLAIM
     """The claim whose value is the tenant: a non-empty string."""
-    read_scope: str = "tickets:read"
+    read_scope: str = READ_SCOPE
     """The scope that grants `can_read_tickets`, in `scope` (space-separated) or `scp` (list)."""
 
 
