@@ -242,7 +242,7 @@ def test_a_name_taken_meanwhile_leaves_nothing_of_this_run(
             Path(target).write_text("theirs")
         link(source, target)
 
-    monkeypatch.setattr(dev_token.os, "link", racing_link)
+    monkeypatch.setattr("ticket_tools.cli.dev_token.os.link", racing_link)
     status, out, err = run(capsys, "--tenant", "alpha", "--dir", str(tmp_path))
     assert (status, out, err) == (
         2,
