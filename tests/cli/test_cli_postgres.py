@@ -195,5 +195,9 @@ def test_postgres_without_the_extra_says_how_to_install_it(
     status = cli.main(args)
     assert (status, capsys.readouterr()) == (
         2,
-        ("", "ticket-tools: --postgres needs psycopg: pip install 'ticket-tools[postgres]'\n"),
+        (
+            "",
+            "ticket-tools: --postgres needs the postgres extra: in a clone of ticket-tools, "
+            "pip install -e '.[postgres]'\n",
+        ),
     )

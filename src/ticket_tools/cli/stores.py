@@ -227,7 +227,10 @@ def require_postgres() -> None:
         importlib.util.find_spec("psycopg") is None
         or importlib.util.find_spec("psycopg_pool") is None
     ):
-        raise CommandError("--postgres needs psycopg: pip install 'ticket-tools[postgres]'")
+        raise CommandError(
+            "--postgres needs the postgres extra: in a clone of ticket-tools, "
+            "pip install -e '.[postgres]'"
+        )
 
 
 def _load_records(path: Path, id_format: IdFormat, raw_titles: bool) -> tuple[Records, int]:
