@@ -254,6 +254,35 @@ def test_a_name_taken_meanwhile_leaves_nothing_of_this_run(
     ]
 
 
+def test_ctrl_c_while_placing_leaves_none_of_its_files(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured, tmp_path: Path
+) -> None:
+    link = os.link
+
+    def interrupted_link(source: Path, target: Path) -> None:
+        if Path(target).name == "alpha.token":
+            raise KeyboardInterrupt
+        link(source, target)
+
+    monkeypatch.setattr("ticket_tools.cli.dev_token.os.link", interrupted_link)
+    assert run(capsys, "--tenant", "alpha", "--dir", str(tmp_path)) == (
+        130,
+        "",
+        "ticket-tools: interrupted\n",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tenant_too_long_for_a_file_name(capsys: Captured, tmp_path: Path) -> None:
+    assert run(capsys, "--tenant", "a" * 64, "--dir", str(tmp_path))[0] == 0
+    assert run(capsys, "--tenant", "a" * 65, "--dir", str(tmp_path)) == (
+        2,
+        "",
+        "ticket-tools: --tenant: dev-token names each token file after its tenant, so here a "
+        "tenant is 1 to 64 letters, digits, '.', '_' and '-', not starting with '.'\n",
+    )
+
+
 def test_a_folder_it_cannot_make(capsys: Captured, tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("")
     assert run(capsys, "--tenant", "alpha", "--dir", str(tmp_path / "a-file" / "identity")) == (

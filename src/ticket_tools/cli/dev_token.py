@@ -118,7 +118,7 @@ def _run_dev_token(options: argparse.Namespace) -> int:
     if any(FILE_NAME.fullmatch(tenant) is None for tenant in tenants):
         raise CommandError(
             "--tenant: dev-token names each token file after its tenant, so here a tenant is "
-            "letters, digits, '.', '_' and '-', not starting with '.'"
+            "1 to 64 letters, digits, '.', '_' and '-', not starting with '.'"
         )
     require_mcp("dev-token")
     from ticket_tools.serve.dev_identity import DEV_ISSUER, DevIdentity  # noqa: PLC0415
@@ -195,9 +195,9 @@ def _write_files(folder: Path, files: dict[Path, bytes], *, replace: bool) -> No
     existing name is refused before anything is written.
     """
     _check_places(folder, files, replace=replace)
-    placed: list[Path] = []  # linked by this run: removed again if a later one fails
+    placed: list[Path] = []  # linked by this run: removed again unless every one is
     asides = {path: path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp") for path in files}
-    target = folder
+    target, done = folder, False
     try:
         for target, data in files.items():
             _write_new(asides[target], data)
@@ -207,11 +207,13 @@ def _write_files(folder: Path, files: dict[Path, bytes], *, replace: bool) -> No
             else:
                 os.link(aside, target)
                 placed.append(target)
+        done = True
     except OSError as error:
-        for path in placed:
-            path.unlink()
         raise CommandError(f"cannot write {target}: {os_reason(error)}") from None
     finally:
+        # Also on Ctrl-C: a run that did not finish leaves none of its files.
+        for path in [] if done else placed:
+            path.unlink()
         for aside in asides.values():
             with contextlib.suppress(FileNotFoundError):  # renamed into place, or never made
                 aside.unlink()
