@@ -7,7 +7,7 @@ from ticket_tools.filters import TicketFilter
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.outcome import Code, Outcome
 from ticket_tools.registry import Tool, ToolRegistry
-from ticket_tools.store import DictStore, Records, StoreError, TicketStore
+from ticket_tools.store import DictStore, Records, TicketStore
 from ticket_tools.tickets import IdFormat, Ticket
 
 __all__ = [
@@ -19,7 +19,6 @@ __all__ = [
     "IdFormat",
     "Outcome",
     "Records",
-    "StoreError",
     "Ticket",
     "TicketFilter",
     "TicketStore",

@@ -14,14 +14,6 @@ Records = Mapping[str, Mapping[str, object]]
 """The contract's store: "tenant:TKT-123" -> stored ticket (internal fields allowed)."""
 
 
-class StoreError(Exception):
-    """The store cannot answer (an infrastructure failure, never a model mistake).
-
-    Tool results have no code for this, so a store raises it instead of answering,
-    and the host (the CLI, a server) reports its one-line message.
-    """
-
-
 def tenant_of(key: str) -> str:
     """Return the tenant a store key belongs to: everything before its last ":".
 
