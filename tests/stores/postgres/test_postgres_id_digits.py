@@ -6,8 +6,9 @@ import psycopg
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
-from ticket_tools import DictStore, IdFormat, TicketFilter
+from ticket_tools import DictStore, TicketFilter
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.postgres.importer import import_dsn, import_records
 from ticket_tools.stores.postgres.schema import create_schema, describe
 from ticket_tools.stores.postgres.store import PostgresStore

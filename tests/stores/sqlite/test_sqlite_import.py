@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import DictStore, IdFormat, TicketFilter, fixture_records
+from ticket_tools import DictStore, TicketFilter, fixture_records
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.records import RecordsError
 from ticket_tools.stores.sqlite import importer as sqlite_import
 from ticket_tools.stores.sqlite.importer import write_database
