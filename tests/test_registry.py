@@ -118,12 +118,6 @@ def test_a_third_tool_is_one_registry_entry() -> None:
     assert names == [*TOOL_NAMES, DEMO_NAME]
 
 
-def test_an_argument_declared_twice_raises() -> None:
-    arguments = (Arg("n", "integer", ""), Arg("m", "integer", ""), Arg("n", "string", ""))
-    with pytest.raises(ValueError, match=r"^tool 'probe': argument 'n' is declared twice$"):
-        Tool("probe", "A probe.", arguments, RecordingHandler())
-
-
 class RecordingHandler:
     """A handler that records whether it ran."""
 

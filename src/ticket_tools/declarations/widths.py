@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from ticket_tools.arguments import Arg
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.declarations.checks import check_registry
 from ticket_tools.registry import Tool, ToolRegistry
 from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.tickets import ID_PATTERN
@@ -20,9 +21,10 @@ from ticket_tools.tickets import ID_PATTERN
 def make_registry(id_format: IdFormat = ID_FORMAT) -> ToolRegistry:
     """Build the registry of every tool, declared for ticket IDs of `id_format`.
 
-    With the brief's format, the tools are REGISTRY's, tool for tool.
+    With the brief's format, the tools are REGISTRY's, tool for tool. Every declaration
+    is checked (`check_registry`), so one whose schema and check disagree never serves.
     """
-    return ToolRegistry(widened_tool(tool, id_format) for tool in REGISTRY)
+    return check_registry(ToolRegistry(widened_tool(tool, id_format) for tool in REGISTRY))
 
 
 def widened_tool(tool: Tool, id_format: IdFormat) -> Tool:
