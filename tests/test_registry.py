@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from expected import ALPHA, FORBIDDEN, INVALID, TOOL_NAMES, UNKNOWN
+from store_cases import EVERY
 from ticket_tools import (
     Arg,
     Outcome,
@@ -86,7 +87,7 @@ DEMO_NAME = "demo_count_tool_for_tests"
 
 
 def _count(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
-    found = store.find(tenant, filter_from(args), limit=None)
+    found = store.find(tenant, filter_from(args), limit=EVERY)
     return success(count=len(found))
 
 

@@ -6,6 +6,7 @@ import psycopg
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
+from store_cases import EVERY
 from ticket_tools import DictStore, TicketFilter
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.ids import IdFormat
@@ -55,7 +56,7 @@ def test_six_digit_tickets_import_open_and_page(
         assert count == 40
         for tenant in ("alpha", "beta"):
             assert store.find(tenant, TicketFilter(), limit=None) == (
-                dict_store.find(tenant, TicketFilter(), limit=None)
+                dict_store.find(tenant, TicketFilter(), limit=EVERY)
             )
         assert store.find("alpha", TicketFilter(after="TKT-000028"), limit=3) == [
             {"id": "TKT-000029", "title": "Ticket 29", "status": "closed"},
