@@ -26,8 +26,11 @@ from test_doc_paths import named_paths
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "ticket_tools"
 MAX_README_WORDS = 900
-# The brief allows a test runner and nothing else: pytest, in the tests only.
-TEST_IMPORTS = frozenset({"pytest", "ticket_tools", "brief_calls", "brief_table"})
+# The brief allows a test runner and nothing else: pytest, in the tests only, beside the
+# tests' own helper modules.
+TEST_IMPORTS = frozenset(
+    {"pytest", *(path.stem for path in (ROOT / "tests" / "brief").glob("*.py"))}
+)
 MAKE = shutil.which("make") or "make"
 
 

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from ticket_tools.acceptance import run_acceptance
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli.acceptance import run_acceptance
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import parse_json, read_stdin
 from ticket_tools.cli.stores import (

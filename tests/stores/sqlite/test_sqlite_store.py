@@ -27,7 +27,7 @@ from ticket_tools import (
     execute_tool,
     fixture_records,
 )
-from ticket_tools.acceptance import CALLS, AcceptanceCall
+from ticket_tools.cli.acceptance import CALLS, AcceptanceCall
 from ticket_tools.filters import TicketFilter
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.sqlite import store as sqlite_store
