@@ -40,7 +40,10 @@ def test_an_argument_declared_twice_raises() -> None:
 
 
 def test_a_tool_with_an_incoherent_argument_raises() -> None:
-    arguments = (Arg("n", "integer", ""), Arg("word", "string", "", minimum=1))
+    arguments = (
+        Arg("n", "integer", "", minimum=1, maximum=2),
+        Arg("word", "string", "", minimum=1),
+    )
     with pytest.raises(ValueError, match=r"^word: minimum does not apply to a string$"):
         check_tool(Tool("probe", "A probe.", arguments, _ran))
 
@@ -149,6 +152,23 @@ STATUS_ENUM: dict[str, object] = {"enum": ("open", "closed")}
             "enum excludes min_length, max_length and pattern",
             id="enum-with-pattern",
         ),
+        # A bound missing from a rule that names both ("an integer from 1 to 10").
+        pytest.param("integer", {}, "an integer needs minimum and maximum", id="int-unbounded"),
+        pytest.param(
+            "integer", {"minimum": 1}, "an integer needs minimum and maximum", id="int-low-only"
+        ),
+        pytest.param(
+            "string",
+            {},
+            "a string without enum or pattern needs min_length and max_length",
+            id="str-unbounded",
+        ),
+        pytest.param(
+            "string",
+            {"max_length": 3},
+            "a string without enum or pattern needs min_length and max_length",
+            id="str-high-only",
+        ),
         # A pattern that is not one.
         pytest.param(
             "string", {"pattern_rule": "a code"}, "pattern_rule needs a pattern", id="rule-alone"
@@ -159,7 +179,7 @@ STATUS_ENUM: dict[str, object] = {"enum": ("open", "closed")}
         # A default that breaks its own rule, or that can never apply.
         pytest.param(
             "string",
-            {"required": True, "default": "open"},
+            {**STATUS_ENUM, "required": True, "default": "open"},
             "a required argument takes no default",
             id="required-with-default",
         ),
@@ -201,8 +221,8 @@ STATUS_ENUM: dict[str, object] = {"enum": ("open", "closed")}
         ),
         pytest.param(
             "string",
-            {"max_length": 3, "default": "abcd"},
-            "default 'abcd' is not a string of at most 3 characters",
+            {"min_length": 0, "max_length": 3, "default": "abcd"},
+            "default 'abcd' is not a string of 0 to 3 characters",
             id="default-too-long",
         ),
         pytest.param(
@@ -212,7 +232,10 @@ STATUS_ENUM: dict[str, object] = {"enum": ("open", "closed")}
             id="default-breaks-pattern",
         ),
         pytest.param(
-            "string", {"default": 5}, "default 5 is not a string", id="default-int-for-string"
+            "string",
+            {"min_length": 1, "max_length": 3, "default": 5},
+            "default 5 is not a string of 1 to 3 characters",
+            id="default-int-for-string",
         ),
     ],
 )
@@ -228,10 +251,16 @@ def test_an_incoherent_declaration_raises(
     [
         pytest.param("integer", {**LIMIT_BOUNDS, "default": 1}, id="default-at-minimum"),
         pytest.param("integer", {"minimum": 3, "maximum": 3}, id="one-valid-integer"),
-        pytest.param("integer", {"default": -(10**100)}, id="unbounded-default"),
+        pytest.param(
+            "integer",
+            {"minimum": -(10**100), "maximum": 0, "default": -(10**100)},
+            id="huge-default",
+        ),
         pytest.param("string", {**STATUS_ENUM, "default": "closed"}, id="enum-default"),
         pytest.param("string", {"min_length": 0, "max_length": 0}, id="only-the-empty-string"),
-        pytest.param("string", {"default": ""}, id="empty-default"),
+        pytest.param(
+            "string", {"min_length": 0, "max_length": 3, "default": ""}, id="empty-default"
+        ),
         pytest.param("string", {**patterned("TKT-[0-9]{3}"), "default": "TKT-001"}, id="ticket"),
     ],
 )

@@ -48,13 +48,14 @@ class Arg:
     @property
     def rule(self) -> str:
         """Describe, for the model, what a valid value is (never what it was given)."""
+        # Each integer and each free-text argument of these tools has both its bounds.
         if self.type == "integer":
-            return "an integer" + _range_phrase(self.minimum, self.maximum, "from", "")
+            return f"an integer from {self.minimum} to {self.maximum}"
         if self.enum:
             return "one of " + ", ".join(f'"{value}"' for value in self.enum)
         if self.pattern is not None:
             return self.pattern_rule
-        return "a string" + _range_phrase(self.min_length, self.max_length, "of", " characters")
+        return f"a string of {self.min_length} to {self.max_length} characters"
 
     def parse(self, value: object) -> ArgValue | None:
         """Return the checked value, or None when it breaks this argument's rule."""
@@ -105,16 +106,6 @@ class Arg:
         )
         schema.update((keyword, value) for keyword, value in keywords if value is not None)
         return schema
-
-
-def _range_phrase(low: int | None, high: int | None, lead: str, unit: str) -> str:
-    if low is not None and high is not None:
-        return f" {lead} {low} to {high}{unit}"
-    if low is not None:
-        return f" of at least {low}{unit}"
-    if high is not None:
-        return f" of at most {high}{unit}"
-    return ""
 
 
 @dataclass(frozen=True)

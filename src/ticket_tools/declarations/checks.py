@@ -60,7 +60,7 @@ def declaration_problem(arg: Arg) -> str | None:
             or _enum_problem(arg)
             or _pattern_problem(arg)
         )
-    return problem or _default_problem(arg)
+    return problem or _unbounded_problem(arg) or _default_problem(arg)
 
 
 # The keywords each type reads. One set on the other type would reach the schema
@@ -80,6 +80,17 @@ def _bounds_problem(low_name: str, low: int | None, high_name: str, high: int | 
             return f"{name} must not be negative"
     if low is not None and high is not None and low > high:
         return f"{low_name} {low} is above {high_name} {high}: no value would be valid"
+    return None
+
+
+def _unbounded_problem(arg: Arg) -> str | None:
+    # `Arg.rule` names both bounds of an integer or of a free-text string, so a model
+    # reads the whole rule; one without them would read "from None to ...".
+    if arg.type == "integer" and (arg.minimum is None or arg.maximum is None):
+        return "an integer needs minimum and maximum"
+    free_text = arg.type == "string" and not arg.enum and arg.pattern is None
+    if free_text and (arg.min_length is None or arg.max_length is None):
+        return "a string without enum or pattern needs min_length and max_length"
     return None
 
 
