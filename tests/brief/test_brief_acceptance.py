@@ -18,6 +18,7 @@ from print_acceptance import run
 from ticket_tools import fixture_records
 
 
+@pytest.mark.parametrize("through_store", [False, True], ids=["records", "dict-store"])
 @pytest.mark.parametrize(
     ("context", "name", "args", "expected"),
     [
@@ -26,9 +27,15 @@ from ticket_tools import fixture_records
     ],
 )
 def test_acceptance_call(
-    context: Mapping[str, object], name: str, args: dict[str, object], expected: dict[str, object]
+    context: Mapping[str, object],
+    name: str,
+    args: dict[str, object],
+    expected: dict[str, object],
+    through_store: bool,
 ) -> None:
-    assert call(name, args, context) == expected
+    # On the records dict, as the brief calls it, and through the TicketStore interface
+    # that a database store would implement instead.
+    assert call(name, args, context, through_store=through_store) == expected
 
 
 def test_the_table_has_the_briefs_thirteen_calls() -> None:

@@ -152,8 +152,8 @@ def test_beta_is_not_changed_by_what_alpha_holds() -> None:
 
 
 # Tenants whose names run on from alpha's: "alphabet" starts with "alpha" (the key's ":"
-# is part of the prefix), and "alpha:x" is "alpha" and ":" (a key belongs to the tenant
-# before its last ":", README "Decisions").
+# is part of the prefix), and "alpha:x" starts with "alpha:". A key belongs to the tenant
+# before its last ":", so neither is alpha's (README, "Deviation from the brief").
 ALPHABET_T001 = {"id": "TKT-001", "title": "Alphabet order lost", "status": "open"}
 ALPHA_X_T002 = {"id": "TKT-002", "title": "Colon tenant export", "status": "open"}
 

