@@ -93,20 +93,15 @@ def search(args: object, context: Mapping[str, object] = ALPHA) -> object:
         pytest.param({"limit": True}, id="limit-true"),
         pytest.param({"limit": False}, id="limit-false"),
         pytest.param({"limit": [5]}, id="limit-list"),
-        # cursor: a ticket ID in the get_ticket format.
+        # cursor: a ticket ID in the get_ticket format (its every edge: test_brief_get_ticket).
         pytest.param({"cursor": ""}, id="cursor-empty"),
         pytest.param({"cursor": "TKT-10"}, id="cursor-two-digits"),
         pytest.param({"cursor": "TKT-1000"}, id="cursor-four-digits"),
-        pytest.param({"cursor": "TKT-"}, id="cursor-no-digits"),
         pytest.param({"cursor": "tkt-104"}, id="cursor-lowercase"),
-        pytest.param({"cursor": "TKT104"}, id="cursor-no-dash"),
-        pytest.param({"cursor": "TKT-10a"}, id="cursor-letter"),
-        pytest.param({"cursor": " TKT-104"}, id="cursor-leading-space"),
         pytest.param({"cursor": "TKT-104\n"}, id="cursor-trailing-newline"),
         pytest.param({"cursor": "TKT-١٠٤"}, id="cursor-arabic-indic-digits"),
         pytest.param({"cursor": "beta:TKT-104"}, id="cursor-store-key"),
         pytest.param({"cursor": 104}, id="cursor-number"),
-        pytest.param({"cursor": 5}, id="cursor-offset"),
         # One bad value among valid ones still fails.
         pytest.param({"status": "open", "query": "login", "limit": 11}, id="one-bad-of-three"),
     ],
