@@ -1,7 +1,7 @@
 """Tool arguments, declared once as data.
 
 Both the runtime check (`parse_arguments`) and the JSON Schema the model reads
-(`object_schema`) are derived from the same `Arg` records, so they cannot drift.
+(`object_schema`) are derived from the same `Arg` records, so each rule is written once.
 """
 
 from __future__ import annotations

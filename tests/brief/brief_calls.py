@@ -52,6 +52,14 @@ def call(
     return result
 
 
+def detail(name: object, args: object, context: Mapping[str, object]) -> str | None:
+    """Return the sentence `run_tool` gives a host beside the result `call` checks."""
+    result = call(name, args, context)
+    outcome = run_tool(name, args, context, fixture_records())
+    assert outcome.result == result
+    return outcome.detail
+
+
 def check_only_own_tickets(
     result: Mapping[str, object], context: Mapping[str, object], records: Records
 ) -> None:

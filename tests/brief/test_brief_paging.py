@@ -16,7 +16,8 @@ such class, and each edge where an inclusive or off-by-one comparison would show
 whole cross product (2 tenants, 30 filters, 10 limits, 20 starts) runs on those. Beyond
 the argument, every one of the 1,000 ids TKT-000..TKT-999 is also walked as a start, at
 the default limit without filters (the full product over all 1,000 would be 50 times as
-many walks for no class not already covered).
+many walks for no class not already covered). Last, a ticket added during a walk: seen
+ahead of the cursor, not behind it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 import pytest
 
 from brief_calls import Records, call
-from brief_table import ALPHA, BETA, page
+from brief_table import ALPHA, BETA, T101, T102, T104, page
 from ticket_tools import fixture_records
 
 STATUSES = (None, "open", "closed")
@@ -122,3 +123,16 @@ def test_walk_from_every_id_at_the_default_limit(context: Mapping[str, object]) 
         matches = brief_search(records, tenant, None, None, start)
         pages = walk(records, context, {}, start)
         assert pages == expected_pages(matches, DEFAULT_LIMIT), f"start {start}"
+
+
+def test_a_walk_sees_a_ticket_added_ahead_of_its_cursor_and_not_one_behind() -> None:
+    # Pages are read at call time, by position: nothing repeats, nothing behind is revisited.
+    records = fixture_records()
+    first = call("search_tickets", {"limit": 2}, ALPHA, records)
+    assert first == page(T101, T102, next_cursor="TKT-102")
+    records["alpha:TKT-100"] = {"id": "TKT-100", "title": "Added behind", "status": "open"}
+    records["alpha:TKT-103"] = {"id": "TKT-103", "title": "Added ahead", "status": "open"}
+    added = {"id": "TKT-103", "title": "Added ahead", "status": "open"}
+    assert call("search_tickets", {"limit": 2, "cursor": "TKT-102"}, ALPHA, records) == page(
+        added, T104, next_cursor="TKT-104"
+    )
