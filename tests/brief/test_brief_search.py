@@ -34,6 +34,7 @@ from brief_table import (
     fail,
     page,
 )
+from ticket_tools.catalog import REGISTRY
 
 INVALID = fail("invalid_arguments")
 
@@ -292,7 +293,7 @@ ID_RULE = "a ticket ID: TKT- followed by exactly three digits, such as TKT-104"
             "Search_Tickets",
             {},
             ALPHA,
-            "unknown tool; the tools are: get_ticket, search_tickets",
+            "unknown tool; the tools are: " + ", ".join(tool.name for tool in REGISTRY),
             id="unknown-tool",
         ),
         pytest.param(
