@@ -54,9 +54,9 @@ from http_support import (
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.acceptance import CALLS, AcceptanceCall
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
+from ticket_tools.cli.acceptance import CALLS, AcceptanceCall
 from ticket_tools.serve.protocol import loopback_aliases
 from tool_cases import invalid_arguments, valid_arguments
 

@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ticket_tools.catalog import make_registry
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import positive_seconds
 from ticket_tools.cli.stores import (
@@ -24,6 +23,7 @@ from ticket_tools.cli.stores import (
     id_format_of,
     open_store,
 )
+from ticket_tools.declarations.widths import make_registry
 
 EXTRA = "Needs the mcp extra: pip install 'ticket-tools[mcp]'."
 
