@@ -31,11 +31,11 @@ from ticket_tools.cli.apply import (
     apply_feed,
 )
 from ticket_tools.stores.feed import MAX_LINE_BYTES, Change, Counts
+from ticket_tools.stores.ids import ID_FORMAT
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.schema import describe
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
-from ticket_tools.tickets import ID_FORMAT
 from wide_ids import SIX, widened
 
 Captured = pytest.CaptureFixture[str]

@@ -28,9 +28,9 @@ from mcp.shared.exceptions import MCPError
 import ticket_tools.serve
 from expected import UNKNOWN_TOOL_DETAIL
 from ticket_tools import execute_tool, fixture_records, run_tool
-from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
+from ticket_tools.cli.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
 from ticket_tools.declarations.exports import export_declarations
 from ticket_tools.filters import TicketFilter
 from ticket_tools.outcome import Outcome

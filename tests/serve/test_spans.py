@@ -491,4 +491,7 @@ def test_the_root_package_never_imports_opentelemetry() -> None:
     )
     assert done.returncode == 0, done.stderr
     count, imported = done.stdout.split(" ", 1)
-    assert (int(count) > 10, imported.strip()) == (True, "[]")
+    # Every root module was imported: as many as the package folder holds, but __init__.
+    package = Path(spans.__file__).parents[1]
+    on_disk = len([path for path in package.glob("*.py") if path.name != "__init__.py"])
+    assert (int(count), imported.strip()) == (on_disk, "[]")

@@ -15,8 +15,8 @@ from ticket_tools.stores.feed import (
     parse_change,
     plan,
 )
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.records import MAX_VERSION
-from ticket_tools.tickets import IdFormat
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 FIELDS_RULE = "id, title and status must be strings of valid Unicode"

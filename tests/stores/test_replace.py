@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
+from store_cases import EVERY
 from ticket_tools import Records, TicketFilter, TicketStore, execute_tool, fixture_records
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts
@@ -441,7 +442,7 @@ def _versioned(**tickets: tuple[str, int]) -> Records:
 
 
 def _titles(store: TicketStore) -> dict[str, str]:
-    return {t["id"]: t["title"] for t in store.find("alpha", TicketFilter(), limit=None)}
+    return {t["id"]: t["title"] for t in store.find("alpha", TicketFilter(), limit=EVERY)}
 
 
 def check_a_versioned_refresh(

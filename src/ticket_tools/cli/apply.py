@@ -43,8 +43,8 @@ from ticket_tools.stores.feed import (
     OnWait,
     parse_change,
 )
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.text import clean_change, titles_cleaned
-from ticket_tools.tickets import IdFormat
 
 # A batch is committed at this many changes: large enough that a commit's cost is
 # shared by many changes, small enough that a batch's transaction stays short.

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ticket_tools.cli import apply, dev_token, serve, stores, tools
 from ticket_tools.cli.command import CommandError, Family, Parser
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreError
 
 # Each family module adds its commands, in this order; a new family is one module and one
 # line here (docs/extending.md).

@@ -15,7 +15,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ticket_tools.catalog import make_registry
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import check_tenant, positive_seconds
 from ticket_tools.cli.stores import (
@@ -24,6 +23,7 @@ from ticket_tools.cli.stores import (
     id_format_of,
     open_store,
 )
+from ticket_tools.declarations.widths import make_registry
 
 MCP_INSTALL = "in a clone of ticket-tools, pip install -e '.[mcp]'"
 # On a line of its own, as written (RawDescriptionHelpFormatter): argparse would otherwise

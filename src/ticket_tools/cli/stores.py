@@ -23,6 +23,13 @@ from ticket_tools.cli.inputs import (
 from ticket_tools.cli.progress import ImportProgress
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.store import Records, TicketStore
+from ticket_tools.stores.ids import (
+    DEFAULT_ID_DIGITS,
+    ID_FORMAT,
+    MAX_ID_DIGITS,
+    MIN_ID_DIGITS,
+    IdFormat,
+)
 from ticket_tools.stores.records import (
     MAX_VERSION,
     NOT_AN_OBJECT_RULE,
@@ -40,13 +47,6 @@ from ticket_tools.stores.records_stream import (
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.text import clean_records, titles_cleaned
-from ticket_tools.tickets import (
-    DEFAULT_ID_DIGITS,
-    ID_FORMAT,
-    MAX_ID_DIGITS,
-    MIN_ID_DIGITS,
-    IdFormat,
-)
 
 # Below this size (about 30,000 tickets) an import is too quick for a progress line to help.
 PROGRESS_MIN_BYTES = 4 << 20

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from ticket_tools.acceptance import run_acceptance
-from ticket_tools.catalog import REGISTRY, make_registry
+from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli.acceptance import run_acceptance
 from ticket_tools.cli.command import CommandError, Commands
 from ticket_tools.cli.inputs import check_tenant, parse_json, read_stdin
 from ticket_tools.cli.stores import (
@@ -17,6 +17,7 @@ from ticket_tools.cli.stores import (
     open_store,
 )
 from ticket_tools.declarations.exports import FORMATS, export_declarations
+from ticket_tools.declarations.widths import make_registry
 from ticket_tools.execute import run_tool
 from ticket_tools.stores.records import IdWidthError
 

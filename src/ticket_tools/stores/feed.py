@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.records import (
     MAX_VERSION,
     VERSION_RULE,
@@ -22,7 +23,6 @@ from ticket_tools.stores.records import (
     key_parts,
     record_row,
 )
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 Op = Literal["upsert", "delete"]
 OPS: tuple[Op, ...] = ("upsert", "delete")

@@ -699,7 +699,7 @@ storable_records = multi_tenant_records().map(_without_nul)
 def test_find_matches_the_dict_store(
     postgres_factory: StoreFactory,
     records: dict[str, dict[str, str]],
-    request: tuple[str, TicketFilter, int | None],
+    request: tuple[str, TicketFilter, int],
     data: st.DataObject,
 ) -> None:
     tenant, where, limit = request
@@ -722,7 +722,7 @@ def test_any_text_gets_the_dict_stores_answer(
         cast("str | None", request["text"]),
         cast("str | None", request["after"]),
     )
-    tenant, limit = cast(str, request["tenant"]), cast("int | None", request["limit"])
+    tenant, limit = cast(str, request["tenant"]), cast(int, request["limit"])
     store = postgres_factory(records)
     assert isinstance(store, PostgresStore)
     dict_store = DictStore(records)

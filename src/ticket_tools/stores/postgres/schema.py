@@ -12,8 +12,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 from ticket_tools.stores.records import IdWidthError
-from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 # 2: the id's CHECK holds the deployment's ID width (`--id-digits`), so PostgreSQL
 # refuses an id of another width and `check_schema` can tell which width a table has.
