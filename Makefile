@@ -7,10 +7,31 @@ BRIEF_BIN := $(BRIEF_VENV)/bin
 # The dev extra's pytest requirement, read from pyproject.toml so the two cannot drift.
 PYTEST_REQUIREMENT := import tomllib; dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]; print(next(r for r in dev if r.startswith("pytest>")))
 
-.PHONY: run test test-brief take-home check bench load fuzz mutate conformance review-jest clean
+.PHONY: run help dev test test-brief take-home check bench load fuzz mutate conformance review-jest clean
 
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
+
+# One line per target (tests/test_makefile.py checks that every target has its line).
+help:
+	@echo "make run          the brief's 13 acceptance calls on the fixture store"
+	@echo "make dev          the dev environment in .venv (every extra, the test tools); runs nothing"
+	@echo "make test         the whole suite at 100% branch coverage, with its own PostgreSQL"
+	@echo "make test-brief   the brief's suite, with only pytest and the package installed"
+	@echo "make take-home    the hand-in for the brief's reviewer: build/take-home/ and its archive"
+	@echo "make check        ruff check, ruff format --check and mypy --strict"
+	@echo "make bench        the benchmarks (speed is measured here, never asserted in tests)"
+	@echo "make load         replicas of serve http on PostgreSQL under load and faults"
+	@echo "make fuzz         the deep fuzz run: 100,000 generated calls per tool on every store"
+	@echo "make mutate       mutation testing: mutmut, then the hand-written security mutants"
+	@echo "make conformance  the official MCP conformance suite against serve http (needs npm)"
+	@echo "make review-jest  REVIEW.md's Jest tests on the sample and on its fix (needs npm)"
+	@echo "make clean        remove the environments, caches and build/"
+	@echo "make help         this list"
+
+# The dev environment alone, for the commands the docs run by hand (.venv/bin/...).
+dev: $(VENV)/.dev
+	@echo "the dev environment is ready: . $(BIN)/activate, or run $(BIN)/ticket-tools"
 
 # The library's suite with its coverage, then the tests of the load harness and of the
 # shared test helpers, which are not the library's and do not count towards its coverage.

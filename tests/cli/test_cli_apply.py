@@ -615,7 +615,7 @@ def test_apply_with_id_digits_on_postgres(
     )
     assert main(["apply", str(feed), "--postgres", owner, "--id-digits", "6"]) == 0
     assert capsys.readouterr().out == (
-        f"applied 1 changes from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
+        f"applied 1 change from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
     )
 
 
@@ -669,7 +669,7 @@ def test_dead_letters_apply_the_rest_and_exit_3(
     fixed = write_feed(tmp_path / "fixed.jsonl", [delete("alpha:TKT-103", 1)])
     assert main(["apply", str(fixed), "--db", str(database), "--dead-letter", str(letters)]) == 0
     assert capsys.readouterr() == (
-        f"applied 1 changes from {fixed} to {database}: 0 upserted, 1 deleted, 0 stale\n",
+        f"applied 1 change from {fixed} to {database}: 0 upserted, 1 deleted, 0 stale\n",
         "",
     )
     assert letters.read_bytes() == before

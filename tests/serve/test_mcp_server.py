@@ -761,7 +761,8 @@ def test_serve_without_the_mcp_extra_says_how_to_install_it(
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == (
         "",
-        "ticket-tools: serve needs the MCP SDK: pip install 'ticket-tools[mcp]'\n",
+        "ticket-tools: serve needs the mcp extra: in a clone of ticket-tools, "
+        "pip install -e '.[mcp]'\n",
     )
 
 

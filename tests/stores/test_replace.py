@@ -259,7 +259,8 @@ def test_postgres_replace_of_a_database_it_cannot_reach(
         replace_dsn(dsn, NEW)
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
-        f"cannot replace the tickets of {describe(dsn)} (OperationalError)",
+        f"cannot replace the tickets of {describe(dsn)}: no connection (the server is down "
+        "or unreachable, or it refused the database, role or password)",
     )
 
 

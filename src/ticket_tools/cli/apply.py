@@ -23,7 +23,7 @@ from pathlib import Path
 from types import FrameType
 from typing import BinaryIO, Protocol, TextIO, cast
 
-from ticket_tools.cli.command import CommandError, Commands
+from ticket_tools.cli.command import CommandError, Commands, counted
 from ticket_tools.cli.dead_letters import DeadLetters
 from ticket_tools.cli.inputs import os_reason, positive_seconds
 from ticket_tools.cli.lines import Event, LineReader
@@ -203,7 +203,7 @@ class Progress:
         if now - self._last < PROGRESS_SECONDS:
             return
         self._last = now
-        self._out.write(f"\rapplying: {applied.changes} changes, {applied.counts}")
+        self._out.write(f"\rapplying: {counted(applied.changes, 'change')}, {applied.counts}")
         self._out.flush()
         self._drawn = True
 
@@ -315,10 +315,10 @@ def run_apply(options: argparse.Namespace) -> int:
         except FeedReadError as error:
             raise CommandError(f"cannot read {source}: {error}") from None
     print(
-        f"applied {applied.changes} changes from {source} to {target}: {applied.counts}"
+        f"applied {counted(applied.changes, 'change')} from {source} to {target}: {applied.counts}"
         f"{titles_cleaned(applied.cleaned)}"
     )
-    aside = f"{applied.set_aside} lines set aside in {options.dead_letter}"
+    aside = f"{counted(applied.set_aside, 'line')} set aside in {options.dead_letter}"
     if applied.woken:
         terminated = "terminated (SIGTERM)"
         print(

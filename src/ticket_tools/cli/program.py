@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from ticket_tools.cli import apply, serve, stores, tools
+from ticket_tools.cli import apply, dev_token, serve, stores, tools
 from ticket_tools.cli.command import CommandError, Family, Parser
 from ticket_tools.stores.failure import StoreError
 
@@ -19,6 +19,7 @@ FAMILIES: tuple[Family, ...] = (
     serve.add_commands,  # serve stdio, serve http
     stores.add_commands,  # import
     apply.add_commands,  # apply
+    dev_token.add_commands,  # dev-token
 )
 
 # What a shell reports for a process stopped by SIGINT (Ctrl-C) or SIGPIPE: 128 + signal.

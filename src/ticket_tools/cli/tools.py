@@ -9,7 +9,7 @@ import sys
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli.acceptance import run_acceptance
 from ticket_tools.cli.command import CommandError, Commands
-from ticket_tools.cli.inputs import parse_json, read_stdin
+from ticket_tools.cli.inputs import check_tenant, parse_json, read_stdin
 from ticket_tools.cli.stores import (
     add_id_digits_option,
     add_store_options,
@@ -82,9 +82,10 @@ def _run_acceptance(options: argparse.Namespace) -> int:
 
 
 def _run_call(options: argparse.Namespace) -> int:
+    tenant = check_tenant(options.tenant)
     text = read_stdin() if options.args == "-" else options.args
     args = parse_json(text, "the arguments")
-    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    context = {"tenant": tenant, "can_read_tickets": not options.no_read}
     id_format = id_format_of(options)
     store = open_store(options, id_format)
     outcome = run_tool(options.name, args, context, store, registry=make_registry(id_format))

@@ -30,6 +30,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli.inputs import os_reason
 from ticket_tools.execute import Context
 from ticket_tools.outcome import Outcome
 from ticket_tools.registry import ToolRegistry
@@ -186,7 +187,7 @@ def serve_http(
         listener = listen(options.host, options.port)
     except OSError as error:
         raise ServeError(
-            f"cannot listen on {options.host}:{options.port}: {type(error).__name__}"
+            f"cannot listen on {options.host}:{options.port}: {os_reason(error)}"
         ) from None
     with ExitStack() as stack:
         stack.enter_context(listener)
@@ -198,9 +199,7 @@ def serve_http(
             try:
                 stream = stack.enter_context(options.audit_log.open("a", encoding="utf-8"))
             except OSError as error:
-                raise ServeError(
-                    f"cannot open {options.audit_log}: {type(error).__name__}"
-                ) from None
+                raise ServeError(f"cannot open {options.audit_log}: {os_reason(error)}") from None
         audit = AuditLog(stream, options.rules)
         try:
             spans = start_spans(os.environ)

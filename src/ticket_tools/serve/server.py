@@ -1,6 +1,6 @@
 """The MCP adapter: serve the registered tools over stdio with the official `mcp` SDK.
 
-Needs the `mcp` extra (`pip install 'ticket-tools[mcp]'`); the core never imports
+Needs the `mcp` extra (in a clone, `pip install -e '.[mcp]'`); the core never imports
 this module. The server uses the SDK's low-level `Server`, which forwards each
 call's arguments untouched, so every check is the core's own (`run_tool`): the
 same order of checks and the same results as `execute_tool`.
