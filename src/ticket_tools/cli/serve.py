@@ -190,14 +190,15 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
         "--tenant-rate",
         type=_rate,
         metavar="CALLS_PER_S",
-        help="requests per second per tenant, bursts of 2 s of it; over it: HTTP 429 "
-        "(default: 100; 0: no limit)",
+        help="tool calls per second per tenant, bursts of 2 s of it (other requests: 5 times "
+        "as many); a call over it is answered rate_limited (default: 100; 0: no limit)",
     )
     replica.add_argument(
         "--subject-rate",
         type=_rate,
         metavar="CALLS_PER_S",
-        help="requests per second per token subject, as --tenant-rate (default: 20; 0: no limit)",
+        help="tool calls per second per token subject, as --tenant-rate "
+        "(default: 20; 0: no limit)",
     )
     replica.add_argument(
         "--grace",

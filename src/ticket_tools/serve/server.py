@@ -86,6 +86,8 @@ class RequestRef(Protocol):
 
 CallObserver = Callable[[RequestRef, str, Outcome | None, float], None]
 """Told of each call: its request, tool name, outcome (None: failed inside), seconds taken."""
+Refused = Callable[[RequestRef], Outcome | None]
+"""Return the outcome of a call a limit refused (over HTTP: `limits.rate_limited`), else None."""
 
 
 def call_result(outcome: Outcome) -> types.CallToolResult:
@@ -132,15 +134,24 @@ class ToolCalls:
         observe: CallObserver | None = None,
         registry: ToolRegistry = REGISTRY,
         calls: StoreCalls | None = None,
+        refused: Refused | None = None,
     ) -> None:
         self._context_of = context if callable(context) else lambda: context
         self._store = store
         self._observe = observe
         self.registry = registry
         self._calls = calls if calls is not None else StoreCalls(WorkerLimits(timeout=None))
+        self._refused = refused
 
     async def call(self, ctx: RequestRef, name: str, args: object) -> types.CallToolResult:
-        """Return the result of tool `name` on `args`; a protocol error raises `MCPError`."""
+        """Return the result of tool `name` on `args`; a protocol error raises `MCPError`.
+
+        A call `refused` answers for (over its rate) gets that outcome: no tool runs and
+        no observer is told, as for any request a limit refuses.
+        """
+        refusal = None if self._refused is None else self._refused(ctx)
+        if refusal is not None:
+            return call_result(refusal)
         started = time.perf_counter()
         outcome: Outcome | None = None
         try:
