@@ -422,6 +422,32 @@ def test_a_fifo_for_stdin_is_read_until_its_writer_closes(tmp_path: Path) -> Non
     assert server.finish() == (0, b"", "")
 
 
+def test_non_blocking_stdin_and_stdout_are_waited_on() -> None:
+    # O_NONBLOCK belongs to the open file, so a host may have set it on the server's ends:
+    # a read with nothing to read, a write to a full pipe, then fail with EAGAIN.
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    os.set_blocking(stdin_read, False)
+    os.set_blocking(stdout_write, False)
+    capacity = fcntl.fcntl(stdout_write, fcntl.F_GETPIPE_SZ)
+    server = Server(stdin=stdin_read, stdout=stdout_write)
+    os.close(stdin_read)
+    os.close(stdout_write)
+    calls = 2 * capacity // 200  # more answers than the pipe holds: some write must wait
+    os.write(stdin_write, HANDSHAKE)
+    time.sleep(0.5)  # the reader finds nothing to read for a while
+    with os.fdopen(stdin_write, "wb") as requests:
+        requests.write(GET_104 * calls)
+    deadline = time.monotonic() + TIMEOUT
+    while _pipe_bytes(stdout_read) < capacity - 512:  # full: the writer waits
+        assert time.monotonic() < deadline, "the pipe never filled"
+        time.sleep(0.05)
+    with os.fdopen(stdout_read, "rb") as answers:
+        written = answers.read()
+    assert _answers(written) == [INITIALIZE_ANSWER] + [get_answer(1, "TKT-104")] * calls
+    assert server.finish() == (0, b"", "")
+
+
 def test_a_stdout_whose_reader_has_gone_ends_the_server_with_141() -> None:
     read_end, write_end = os.pipe()
     server = Server(stdout=write_end)

@@ -42,6 +42,7 @@ import json
 import logging
 import os
 import queue
+import select
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
@@ -337,10 +338,24 @@ async def _write(
                 return
 
 
+def _read_some(fd: int) -> bytes:
+    """Return the next bytes of `fd` (b"": its end), waiting even if it is non-blocking."""
+    while True:
+        try:
+            return os.read(fd, READ_BYTES)
+        except BlockingIOError:
+            # A descriptor the host made non-blocking (O_NONBLOCK is shared with it).
+            select.select([fd], [], [])
+
+
 def _write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd`, waiting even if it is non-blocking."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view) :]
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            select.select([], [fd], [])
 
 
 @asynccontextmanager
@@ -364,7 +379,7 @@ async def stdio_transport(
     lost: list[OSError] = []
 
     async def read() -> bytes:
-        return await reading.run(partial(os.read, stdin, READ_BYTES))
+        return await reading.run(partial(_read_some, stdin))
 
     async def write(data: bytes) -> None:
         await writing.run(partial(_write_all, stdout, data))
