@@ -155,7 +155,7 @@ def test_agents_strict_conversion_makes_every_search_argument_required() -> None
     search = next(d for d in export_declarations("mcp") if d["name"] == "search_tickets")
     schema = cast("dict[str, Any]", search["inputSchema"])
     strict = ensure_strict_json_schema(copy.deepcopy(schema))
-    assert "required" not in schema
+    assert schema["required"] == []
     assert strict["required"] == ["status", "query", "limit", "cursor"]
 
 
