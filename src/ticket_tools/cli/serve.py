@@ -197,8 +197,7 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
         "--subject-rate",
         type=_rate,
         metavar="CALLS_PER_S",
-        help="tool calls per second per token subject, as --tenant-rate "
-        "(default: 20; 0: no limit)",
+        help="tool calls per second per token subject, as --tenant-rate (default: 20; 0: no limit)",
     )
     replica.add_argument(
         "--grace",
