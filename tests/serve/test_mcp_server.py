@@ -797,6 +797,32 @@ def test_server_names_itself_and_its_version() -> None:
     assert (server.name, server.version) == ("ticket-tools", version("ticket-tools"))
 
 
+def test_serve_raises_broken_pipe_when_the_transport_loses_stdout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The transport raises it once stdout cannot be written (the client is gone); serve()
+    # raises it bare, outside its task group, so the command line's handler reports 141.
+    @asynccontextmanager
+    async def lost_stdout() -> AsyncIterator[tuple[str, str]]:
+        yield ("stdin", "stdout")
+        raise BrokenPipeError(32, "Broken pipe")
+
+    class FakeServer:
+        def create_initialization_options(self) -> str:
+            return "options"
+
+        async def run(self, read: object, write: object, options: object) -> None:
+            return None
+
+    monkeypatch.setattr(mcp_server, "build_server", lambda *args, **kwargs: FakeServer())
+    monkeypatch.setattr(mcp_server, "stdio_transport", lost_stdout)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(mcp_server.serve, BETA, fixture_records())
+        with pytest.raises(BrokenPipeError) as raised:
+            future.result()
+    assert (raised.value.errno, raised.value.strerror) == (32, "Broken pipe")
+
+
 def test_serve_logs_to_stderr_and_runs_the_session_over_stdio(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -12,6 +12,8 @@ import dataclasses
 import importlib.util
 import math
 import re
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -196,14 +198,14 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
         "--tenant-rate",
         type=_rate,
         metavar="CALLS_PER_S",
-        help="requests per second per tenant, bursts of 2 s of it; over it: HTTP 429 "
-        "(default: 100; 0: no limit)",
+        help="tool calls per second per tenant, bursts of 2 s of it (other requests: 5 times "
+        "as many); a call over it is answered rate_limited (default: 100; 0: no limit)",
     )
     replica.add_argument(
         "--subject-rate",
         type=_rate,
         metavar="CALLS_PER_S",
-        help="requests per second per token subject, as --tenant-rate (default: 20; 0: no limit)",
+        help="tool calls per second per token subject, as --tenant-rate (default: 20; 0: no limit)",
     )
     replica.add_argument(
         "--grace",
@@ -284,11 +286,27 @@ def _run_stdio(options: argparse.Namespace) -> int:
     require_mcp()
     from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
+    # Python sets a closed standard stream to None; the descriptor could then be reused
+    # by the store's own files, so the transport must never read or write it.
+    for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
+        if stream is None:
+            raise CommandError(f"serve stdio: {name} is closed; the host must connect it")
     context = {"tenant": tenant, "can_read_tickets": not options.no_read}
     id_format = id_format_of(options)
     store = open_store(options, id_format)
-    mcp_server.serve(context, store, registry=make_registry(id_format))
-    return 0
+    stopped_by = mcp_server.serve(context, store, registry=make_registry(id_format))
+    if stopped_by is None:
+        return 0
+    message, status = _STOPPED[stopped_by]
+    print(f"ticket-tools: {message}", file=sys.stderr)
+    return status
+
+
+# serve stdio's exits on a signal, as a shell reports a process it stopped: 128 + signal.
+_STOPPED: dict[int, tuple[str, int]] = {
+    signal.SIGINT: ("interrupted", 128 + signal.SIGINT),
+    signal.SIGTERM: ("terminated (SIGTERM)", 128 + signal.SIGTERM),
+}
 
 
 def _run_http(options: argparse.Namespace) -> int:

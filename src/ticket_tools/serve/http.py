@@ -37,6 +37,7 @@ from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.audit import AuditLog
 from ticket_tools.serve.connections import ConnectionLimits, guarded_protocol
 from ticket_tools.serve.direct import DirectPath, direct_enabled
+from ticket_tools.serve.limits import rate_limited
 from ticket_tools.serve.protocol import correct_protocol, transport_security
 from ticket_tools.serve.replica import Replica, ReplicaOptions
 from ticket_tools.serve.server import CallObserver, RequestRef, ToolCalls, server_for
@@ -128,6 +129,7 @@ def build_app(
         observe=observe,
         calls=replica.calls,
         registry=registry,
+        refused=rate_limited,
     )
     server = server_for(tool_calls)
     app = server.streamable_http_app(
