@@ -125,7 +125,6 @@ REFUSED: dict[str, TokenMaker] = {
     "header-not-json": lambda idp, _: "eyJ." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
     "header-not-utf8": lambda idp, _: "_w." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
     "header-a-list": lambda idp, _: _segments_list() + ".x.y",
-    "empty": lambda _, __: "",
     "exp-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", exp=str(_now() + 600))),
     "nbf-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", nbf=str(_now() - 60))),
     "iat-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", iat=str(_now()))),

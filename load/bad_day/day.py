@@ -45,8 +45,8 @@ from load.cluster import Cluster
 from load.supervise import Supervisor, say
 from testkit.server import serve_http_command, wait_for_address
 from testkit.tokens import Issuer
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.postgres.importer import import_records
-from ticket_tools.tickets import IdFormat
 
 HEAVY_TICKETS = 200_000
 ID_DIGITS = 6

@@ -91,7 +91,8 @@ def fed(db: Path) -> list[tuple[str, str]]:
 
 def summary(count: int, source: str, target: object, counts: str | None = None) -> str:
     counts = counts or f"{count} upserted, 0 deleted, 0 stale"
-    return f"applied {count} changes from {source} to {target}: {counts}\n"
+    changes = "1 change" if count == 1 else f"{count} changes"
+    return f"applied {changes} from {source} to {target}: {counts}\n"
 
 
 ALL_FED = [("TKT-201", "caf\u00e9 cr\u00e8me"), ("TKT-202", "fed"), ("TKT-203", "third")]
@@ -206,7 +207,7 @@ def test_an_endless_line_set_aside_keeps_memory_flat(tmp_path: Path, database: P
     assert ended(process) == Ended(
         143,
         summary(2, "stdin", database),
-        f"ticket-tools: terminated (SIGTERM); 1 lines set aside in {letters}\n",
+        f"ticket-tools: terminated (SIGTERM); 1 line set aside in {letters}\n",
     )
     assert json.loads(letters.read_text()) == {
         "feed": "stdin",
@@ -282,7 +283,7 @@ def test_lines_set_aside_keep_exit_3_and_its_line_without_stdout(
         os.close(read_end)  # the reader went away before the summary was written
         process = start(args, stdout=write_end)
         os.close(write_end)
-    assert ended(process) == Ended(3, "", f"ticket-tools: 1 lines set aside in {letters}\n")
+    assert ended(process) == Ended(3, "", f"ticket-tools: 1 line set aside in {letters}\n")
     assert [json.loads(line)["line"] for line in letters.read_text().splitlines()] == [2]
 
 
@@ -319,7 +320,7 @@ def test_stdout_and_stderr_on_one_file_hold_the_summary_then_the_outcome(
         )
         assert ended(process) == Ended(3, "", "")
     assert log.read_text() == (
-        summary(1, str(feed), database) + f"ticket-tools: 1 lines set aside in {letters}\n"
+        summary(1, str(feed), database) + f"ticket-tools: 1 line set aside in {letters}\n"
     )
 
 
@@ -440,7 +441,7 @@ def test_a_letter_a_full_disk_cut_short_is_completed_by_the_next_run(
     assert fed(database) == []  # the line after it was never committed
     process = start(args)
     assert ended(process) == Ended(
-        3, summary(1, str(feed), database), f"ticket-tools: 1 lines set aside in {letters}\n"
+        3, summary(1, str(feed), database), f"ticket-tools: 1 line set aside in {letters}\n"
     )
     first, cut, whole = letters.read_text().splitlines()
     letter = {"feed": str(feed), "line": 1, "rule": BAD_RULE, "text": BAD}

@@ -32,11 +32,11 @@ from ticket_tools.cli.apply import (
 )
 from ticket_tools.cli.signals import Terminated
 from ticket_tools.stores.feed import MAX_LINE_BYTES, Change, Counts
+from ticket_tools.stores.ids import ID_FORMAT
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.schema import describe
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
-from ticket_tools.tickets import ID_FORMAT
 from wide_ids import SIX, widened
 
 Captured = pytest.CaptureFixture[str]
@@ -616,7 +616,7 @@ def test_apply_with_id_digits_on_postgres(
     )
     assert main(["apply", str(feed), "--postgres", owner, "--id-digits", "6"]) == 0
     assert capsys.readouterr().out == (
-        f"applied 1 changes from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
+        f"applied 1 change from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
     )
 
 
@@ -670,7 +670,7 @@ def test_dead_letters_apply_the_rest_and_exit_3(
     fixed = write_feed(tmp_path / "fixed.jsonl", [delete("alpha:TKT-103", 1)])
     assert main(["apply", str(fixed), "--db", str(database), "--dead-letter", str(letters)]) == 0
     assert capsys.readouterr() == (
-        f"applied 1 changes from {fixed} to {database}: 0 upserted, 1 deleted, 0 stale\n",
+        f"applied 1 change from {fixed} to {database}: 0 upserted, 1 deleted, 0 stale\n",
         "",
     )
     assert letters.read_bytes() == before

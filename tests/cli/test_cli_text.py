@@ -154,7 +154,7 @@ def test_apply_raw_titles_keeps_them(tmp_path: Path, sqlite_db: Path, capsys: Ca
     feed.write_text(FEED[0] + "\n", encoding="utf-8")
     assert main(["apply", str(feed), "--db", str(sqlite_db), "--raw-titles"]) == 0
     assert capsys.readouterr() == (
-        f"applied 1 changes from {feed} to {sqlite_db}: 1 upserted, 0 deleted, 0 stale\n",
+        f"applied 1 change from {feed} to {sqlite_db}: 1 upserted, 0 deleted, 0 stale\n",
         "",
     )
     raw = {"id": "TKT-101", "title": "Pr\u00adinter\ufe0f", "status": "open"}

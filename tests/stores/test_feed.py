@@ -15,8 +15,8 @@ from ticket_tools.stores.feed import (
     parse_change,
     plan,
 )
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.records import MAX_VERSION
-from ticket_tools.tickets import IdFormat
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 FIELDS_RULE = "id, title and status must be strings of valid Unicode"
@@ -55,10 +55,23 @@ def test_the_version_range_is_inclusive(version: int) -> None:
     assert parse_change(_delete(version=version)).version == version
 
 
+PRETTY = (
+    "the line is not JSON: it ends inside an object or array; a feed holds one whole JSON "
+    "object per line (JSON Lines), not pretty-printed JSON"
+)
+
+
 @pytest.mark.parametrize(
     ("line", "rule"),
     [
-        pytest.param(b"{", "the line is not JSON", id="not-json"),
+        pytest.param(b"x", "the line is not JSON", id="not-json"),
+        # The first line of a pretty-printed change: the one-change-per-line rule is named.
+        pytest.param(b"{", PRETTY, id="pretty-printed-open-brace"),
+        pytest.param(b'  {"op": "upsert",  ', PRETTY, id="pretty-printed-first-field"),
+        pytest.param(b"[", PRETTY, id="pretty-printed-open-bracket"),
+        pytest.param(b"}", "the line is not JSON", id="pretty-printed-close-brace"),
+        pytest.param(b'{"op": "upsert", "key": "al', "the line is not JSON", id="cut-in-a-string"),
+        pytest.param(b"{} {", "the line is not JSON", id="a-second-object-begun"),
         pytest.param(b"", "the line is not JSON", id="empty"),
         pytest.param(b'{"op": "\xff"}', "the line is not UTF-8 text", id="not-utf8"),
         pytest.param(_delete().encode("utf-16"), "the line is not UTF-8 text", id="utf-16-bom"),

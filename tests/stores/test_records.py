@@ -6,7 +6,8 @@ from typing import cast
 
 import pytest
 
-from ticket_tools import IdFormat, Records, fixture_records
+from ticket_tools import Records, fixture_records
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.records import (
     MAX_VERSION,
     RecordsError,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol, TextIO, cast
 
 from ticket_tools.cli import signals, streams
-from ticket_tools.cli.command import CommandError, Commands
+from ticket_tools.cli.command import CommandError, Commands, counted
 from ticket_tools.cli.dead_letters import DeadLetters, FileId
 from ticket_tools.cli.inputs import closed_stdin, os_reason, positive_seconds
 from ticket_tools.cli.lines import Event, LineReader
@@ -42,8 +42,8 @@ from ticket_tools.stores.feed import (
     OnWait,
     parse_change,
 )
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.text import clean_change, titles_cleaned
-from ticket_tools.tickets import IdFormat
 
 # A batch is committed at this many changes: large enough that a commit's cost is
 # shared by many changes, small enough that a batch's transaction stays short.
@@ -238,7 +238,7 @@ class Progress:
         if now - self._last < PROGRESS_SECONDS:
             return
         self._last = now
-        self._out.write(f"\rapplying: {applied.changes} changes, {applied.counts}")
+        self._out.write(f"\rapplying: {counted(applied.changes, 'change')}, {applied.counts}")
         self._out.flush()
         self._drawn = True
 
@@ -358,8 +358,8 @@ def run_apply(options: argparse.Namespace) -> int:
     try:
         # Flushed before the outcome's line, which follows it in a log of both streams.
         print(
-            f"applied {applied.changes} changes from {source} to {target}: {applied.counts}"
-            f"{titles_cleaned(applied.cleaned)}",
+            f"applied {counted(applied.changes, 'change')} from {source} to {target}: "
+            f"{applied.counts}{titles_cleaned(applied.cleaned)}",
             flush=True,
         )
     except BrokenPipeError:
@@ -373,7 +373,11 @@ def run_apply(options: argparse.Namespace) -> int:
 
 def _outcome(applied: Applied, dead_letter: Path | None) -> tuple[int, str]:
     """Return the exit status of a run that ended well, and its line for stderr (if any)."""
-    aside = f"{applied.set_aside} lines set aside in {dead_letter}" if applied.set_aside else ""
+    aside = (
+        f"{counted(applied.set_aside, 'line')} set aside in {dead_letter}"
+        if applied.set_aside
+        else ""
+    )
     if not applied.woken:
         return (EXIT_SET_ASIDE, aside) if aside else (0, "")
     terminated = "terminated (SIGTERM)"

@@ -37,7 +37,8 @@ from ticket_tools.stores.feed import MAX_LINE_BYTES
 FILE_MODE = 0o600
 # Named so, the letters go to stderr itself (its descriptor, whatever it is open on).
 STDERR = Path("/dev/stderr")
-# A symbolic link is never followed; a FIFO is never waited for (no reader: ENXIO at once).
+# A symbolic link is never followed; a FIFO is never waited for (opened for reading too,
+# and non-blocking, it opens at once, to be refused; a socket gives ENXIO).
 _FLAGS = os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 

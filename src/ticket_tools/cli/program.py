@@ -7,9 +7,9 @@ import importlib.metadata
 import sys
 from collections.abc import Sequence
 
-from ticket_tools.cli import apply, serve, stores, streams, tools
+from ticket_tools.cli import apply, dev_token, serve, stores, streams, tools
 from ticket_tools.cli.command import CommandError, Family, Parser
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreError
 
 # Each family module adds its commands, in this order; a new family is one module and one
 # line here (docs/extending.md).
@@ -18,6 +18,7 @@ FAMILIES: tuple[Family, ...] = (
     serve.add_commands,  # serve stdio, serve http
     stores.add_commands,  # import
     apply.add_commands,  # apply
+    dev_token.add_commands,  # dev-token
 )
 
 # What a shell reports for a process stopped by SIGPIPE: 128 + signal (Ctrl-C and SIGTERM:

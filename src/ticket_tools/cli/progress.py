@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
+from ticket_tools.cli.command import counted
+
 # The line is redrawn at most this often, as `apply`'s.
 PROGRESS_SECONDS = 1.0
 
@@ -29,7 +31,7 @@ class ImportProgress:
             return
         self._last = now
         share = min(bytes_read / self._size, 1.0) if self._size > 0 else 1.0
-        self._out.write(f"\rimporting: {records} records, {share:.0%} of the file")
+        self._out.write(f"\rimporting: {counted(records, 'record')}, {share:.0%} of the file")
         self._out.flush()
         self._drawn = True
 

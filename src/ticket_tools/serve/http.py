@@ -30,12 +30,14 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli.inputs import os_reason
 from ticket_tools.execute import Context
 from ticket_tools.outcome import Outcome
 from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.audit import AuditLog
 from ticket_tools.serve.connections import ConnectionLimits, guarded_protocol
 from ticket_tools.serve.direct import DirectPath, direct_enabled
+from ticket_tools.serve.limits import rate_limited
 from ticket_tools.serve.protocol import correct_protocol, transport_security
 from ticket_tools.serve.replica import Replica, ReplicaOptions
 from ticket_tools.serve.server import CallObserver, RequestRef, ToolCalls, server_for
@@ -127,6 +129,7 @@ def build_app(
         observe=observe,
         calls=replica.calls,
         registry=registry,
+        refused=rate_limited,
     )
     server = server_for(tool_calls)
     app = server.streamable_http_app(
@@ -186,7 +189,7 @@ def serve_http(
         listener = listen(options.host, options.port)
     except OSError as error:
         raise ServeError(
-            f"cannot listen on {options.host}:{options.port}: {type(error).__name__}"
+            f"cannot listen on {options.host}:{options.port}: {os_reason(error)}"
         ) from None
     with ExitStack() as stack:
         stack.enter_context(listener)
@@ -198,9 +201,7 @@ def serve_http(
             try:
                 stream = stack.enter_context(options.audit_log.open("a", encoding="utf-8"))
             except OSError as error:
-                raise ServeError(
-                    f"cannot open {options.audit_log}: {type(error).__name__}"
-                ) from None
+                raise ServeError(f"cannot open {options.audit_log}: {os_reason(error)}") from None
         audit = AuditLog(stream, options.rules)
         try:
             spans = start_spans(os.environ)

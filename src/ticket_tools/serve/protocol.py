@@ -81,7 +81,9 @@ class ProtocolGate:
 
     async def _unauthorized(self, scope: Scope, send: Send) -> None:
         authorization = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-        if authorization[:7].lower() == b"bearer ":
+        # Trailing spaces are not part of a value (RFC 9110 §5.5), and some parsers keep
+        # them: "Bearer " is "Bearer", a scheme with no token, whatever the parser.
+        if authorization.strip(OWS)[:7].lower() == b"bearer ":
             challenge = f'Bearer error="invalid_token", {self._challenge}'
             body = {"error": "invalid_token", "error_description": REFUSED_TOKEN}
         else:

@@ -13,7 +13,7 @@ from typing import NamedTuple, TypeGuard
 
 from ticket_tools.store import tenant_of
 from ticket_tools.stores.failure import StoreFailure
-from ticket_tools.tickets import ID_FORMAT, IdFormat
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 
 _FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 _KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'

@@ -27,6 +27,7 @@ from psycopg_pool import ConnectionPool
 from ticket_tools.filters import TicketFilter
 from ticket_tools.store import TicketStore
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.postgres.deadline import DeadlineConnection
 from ticket_tools.stores.postgres.hosts import HostList
@@ -37,7 +38,7 @@ from ticket_tools.stores.postgres.schema import (
     store_error,
 )
 from ticket_tools.stores.records import is_text
-from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
+from ticket_tools.tickets import Ticket
 
 # How long one call may take: waiting for a pooled connection, connecting, and the
 # statement itself (its statement_timeout). Past it the call fails as "unavailable".

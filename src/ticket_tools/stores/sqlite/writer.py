@@ -12,10 +12,10 @@ from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.records import StoredRow, with_high_water
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long a batch waits for another writer's lock (a second `apply`) before failing.
 DEFAULT_BUSY_TIMEOUT = 5.0
