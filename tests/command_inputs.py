@@ -135,7 +135,8 @@ def held_in_imports(folder: Path) -> Iterator[Callable[[], None]]:
 
 def shadowing_env(folder: Path) -> dict[str, str]:
     """The environment of a command whose SHADOWED_MODULE import is `held_in_imports`."""
-    return {**os.environ, "PYTHONPATH": str(folder)}
+    path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "PYTHONPATH": path}
 
 
 class Terminal:
