@@ -506,7 +506,9 @@ def test_a_nul_is_refused_by_line_on_postgres(
     feed = write_feed(
         tmp_path / "feed.jsonl", [delete("alpha:TKT-101", 1), upsert("alpha:TKT-102", 2, "a\x00b")]
     )
-    assert main(["apply", str(feed), "--postgres", pg["owner"]]) == 2
+    # A cleaned title loses its NUL (a control); a raw one keeps it, and is refused.
+    argv = ["apply", str(feed), "--postgres", pg["owner"], "--raw-titles"]
+    assert main(argv) == 2
     assert capsys.readouterr() == (
         "",
         f"ticket-tools: {feed} line 2: PostgreSQL text cannot hold a NUL character\n",
