@@ -34,7 +34,10 @@ STORE_TRAP_TEXT = "aAbB %_\\ÉéİiIßsSẞKk\u212a\u03a3\u03c3\u03c2\x00"
 STORE_TENANTS = ("alpha", "beta", "a", "É")
 # Tenants that hold nothing: a prefix of a real tenant, and one shaped like a key.
 STORE_ABSENT_TENANTS = ("alph", "delta", "alpha:TKT-001")
-STORE_STATUSES = ("open", "closed", "Open")
+# A stored status is "open" or "closed" (the records rules); a filter may still ask for
+# "Open", which no store may match to "open".
+STORED_STATUSES = ("open", "closed")
+STORE_STATUSES = (*STORED_STATUSES, "Open")
 
 store_ticket_ids = st.integers(min_value=0, max_value=30).map(lambda n: f"TKT-{n:03d}")
 
@@ -48,7 +51,7 @@ def multi_tenant_records(draw: st.DrawFn) -> dict[str, dict[str, str]]:
                 st.sampled_from(STORE_TENANTS),
                 store_ticket_ids,
                 st.text(alphabet=STORE_TRAP_TEXT, max_size=10),
-                st.sampled_from(STORE_STATUSES),
+                st.sampled_from(STORED_STATUSES),
                 st.booleans(),
             ),
             max_size=40,
