@@ -75,8 +75,13 @@ _IGNORABLE = re.compile(
 # paragraph separators. A reader sees them part two words, so each run of them becomes
 # one space, not nothing: "Login\r\nfails" is stored as "Login fails".
 _BREAKS = frozenset("\t\n\v\f\r\x85\u2028\u2029")
+# The C0 and C1 controls but the breaks, and DEL: removed in one pass, as a terminal's
+# escape sequences and backspaces are the likeliest hiding characters of a long title.
+_CONTROLS = re.compile("[\\x00-\\x08\\x0e-\\x1f\\x7f-\\x84\\x86-\\x9f]+")
+_ASCII_CONTROLS = dict.fromkeys([*range(0x09), *range(0x0E, 0x20), 0x7F])
+_ASCII_BREAKS = re.compile("[\\t-\\r]+")
 # A run of characters other than printable ASCII: only these can hold one to remove.
-_UNUSUAL = re.compile("[^\x20-\x7e]+")
+_UNUSUAL = re.compile("[^\\x20-\\x7e]+")
 
 
 def clean_title(title: str) -> str:
@@ -86,9 +91,14 @@ def clean_title(title: str) -> str:
     """
     # str.isprintable is false for every Cc, Cf, Co, Cn, Zl, Zp (and Zs but the space,
     # and Cs) character: an ASCII title without a control is answered by it alone.
-    if title.isprintable() and (title.isascii() or not _IGNORABLE.search(title)):
+    if title.isascii():
+        if title.isprintable():
+            return title
+        # No ASCII character is default-ignorable: only the controls (Cc) go.
+        return _ASCII_BREAKS.sub(" ", title.translate(_ASCII_CONTROLS))
+    if title.isprintable() and not _IGNORABLE.search(title):
         return title
-    return _UNUSUAL.sub(_clean_run, _IGNORABLE.sub("", title))
+    return _UNUSUAL.sub(_clean_run, _CONTROLS.sub("", _IGNORABLE.sub("", title)))
 
 
 def _clean_run(match: re.Match[str]) -> str:
