@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from http_support import INITIALIZE, post
+from http_support import INITIALIZE, open_session, post
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools.serve import connections
@@ -123,9 +123,31 @@ def test_silent_and_slow_header_connections_are_closed(slow: HttpServer, token: 
     )
 
 
-def test_a_request_whose_headers_arrived_is_not_cut_off(slow: HttpServer, token: str) -> None:
-    # The deadline is for the headers: a request already being served (here, waiting for
-    # its body) outlives it.
+def test_a_request_being_served_is_not_cut_off(slow: HttpServer, idp: Issuer, token: str) -> None:
+    # The deadline is for the headers: a request already being served (here, a session's
+    # event stream) outlives it.
+    sid = open_session(slow.url, token)
+    with connect(slow) as connection:
+        head = (
+            "GET /mcp HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{slow.port}\r\n"
+            f"Authorization: Bearer {token}\r\n"
+            "Accept: text/event-stream\r\n"
+            f"Mcp-Session-Id: {sid}\r\n\r\n"
+        )
+        connection.sendall(head.encode())
+        answer = connection.recv(4096)
+        time.sleep(3)  # three times the header timeout
+        connection.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            connection.recv(4096)  # nothing came, and the connection is still open
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_a_body_that_stalls_past_the_deadline_is_408_and_closed(
+    slow: HttpServer, token: str
+) -> None:
+    # The body of a request whose headers arrived gets the same deadline (was: no end).
     with connect(slow) as connection:
         head = (
             "POST /mcp HTTP/1.1\r\n"
@@ -133,13 +155,18 @@ def test_a_request_whose_headers_arrived_is_not_cut_off(slow: HttpServer, token:
             f"Authorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\n"
             "Accept: application/json, text/event-stream\r\n"
-            "Content-Length: 2\r\n\r\n"
+            "Content-Length: 2\r\n\r\n{"
         )
         connection.sendall(head.encode())
-        time.sleep(3)  # three times the header timeout
-        connection.sendall(b"{}")
-        answer = read_response(connection)
-    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")  # {} is not a request
+        answer = closed_by_server(connection) or b""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
+    assert b"\r\nconnection: close" in head
+    assert json.loads(body) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "Request body not received within 1 s"},
+    }
 
 
 def test_a_kept_alive_connection_gets_the_deadline_again(slow: HttpServer, token: str) -> None:
