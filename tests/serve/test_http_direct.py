@@ -114,6 +114,31 @@ CASES = [
         None,
         id="call-traceparent-malformed",
     ),
+    # The envelope's values, parsed once for both paths (issue 30: the direct path took these).
+    *(
+        pytest.param(
+            _rpc("tools/call", {"_meta": {**META, **meta}, "name": "get_ticket"}, 3), None, id=name
+        )
+        for name, meta in [
+            ("meta-capabilities-null", {"io.modelcontextprotocol/clientCapabilities": None}),
+            ("meta-capabilities-a-list", {"io.modelcontextprotocol/clientCapabilities": []}),
+            ("meta-capabilities-a-string", {"io.modelcontextprotocol/clientCapabilities": "x"}),
+            (
+                "meta-capabilities-unknown-key",
+                {"io.modelcontextprotocol/clientCapabilities": {"x": 1}},
+            ),
+            ("meta-client-info-a-number", {"io.modelcontextprotocol/clientInfo": 7}),
+            ("meta-client-info-no-version", {"io.modelcontextprotocol/clientInfo": {"name": "c"}}),
+            ("meta-client-info-null", {"io.modelcontextprotocol/clientInfo": None}),
+            ("meta-progress-token-a-float", {"progressToken": 1.5}),
+            ("meta-progress-token-a-string", {"progressToken": "p-1"}),
+            ("meta-log-level-unknown", {"io.modelcontextprotocol/logLevel": "loud"}),
+            ("meta-naming-a-tenant", {"tenant": "beta", "sub": "bob", "can_read_tickets": True}),
+        ]
+    ),
+    pytest.param(
+        _rpc("tools/call", {"_meta": [META], "name": "get_ticket"}, 3), None, id="meta-a-list"
+    ),
     pytest.param(_rpc("ping", {"_meta": META}), None, id="ping"),
     pytest.param(_rpc("resources/list", {"_meta": META}), None, id="unknown-method"),
     pytest.param(

@@ -6,13 +6,14 @@ runner: `DirectPath` sits in front of the SDK's endpoint, after the token check,
 protocol gate and the rate limits, and answers a well-formed `tools/call` itself through
 the same `ToolCalls` (checks, store workers, audit line, metrics) the SDK's handler uses.
 The request is checked with the SDK's own inbound ladder (`classify_inbound_request`,
-the routing-header and `Mcp-Param-*` checks) and the answer is the one the SDK writes,
-byte for byte
+the routing-header and `Mcp-Param-*` checks) and its own parse of the params and their
+`_meta` envelope (`validate_client_request`, which the SDK's runner makes before any
+handler), and the answer is the one the SDK writes, byte for byte
 (tests/serve/test_http_direct.py sends both paths the same requests). The body comes whole
 in one message, at most MAX_BODY_BYTES: `BodyLimit` (serve/bodies.py) sits in front.
 
 Anything else goes to the SDK unchanged, its body replayed: another method, a session,
-another protocol version, a body or header the ladder refuses, extra parameters.
+another protocol version, a body, `_meta` or header the SDK refuses, extra parameters.
 Those answers are the SDK's by construction. `TICKET_TOOLS_HTTP_PATH=sdk` turns the path off
 (the comparison test and the benchmark use it).
 """
@@ -37,6 +38,8 @@ from mcp.shared.inbound import (
     find_duplicated_routing_header,
     validate_mcp_param_headers,
 )
+from mcp_types.methods import validate_client_request
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -148,6 +151,12 @@ class DirectPath:
             return None
         headers = dict(request.headers)
         if isinstance(classify_inbound_request(decoded, headers=headers), InboundLadderRejection):
+            return None
+        try:
+            # The parse of the params and their `_meta` envelope that the SDK's runner makes
+            # before any handler: both paths share it, so neither admits what the other refuses.
+            validate_client_request("tools/call", VERSION, params)
+        except ValidationError:
             return None
         name: str = params["name"]
         arguments: dict[str, Any] = params.get("arguments", {})
