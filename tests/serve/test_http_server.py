@@ -318,7 +318,7 @@ async def test_the_read_scope_in_scp_reads(server: HttpServer, token: Callable[.
 
 NOT_FOUND_SESSION = {
     "jsonrpc": "2.0",
-    "id": None,
+    "id": 7,  # the call's own (`call_in_session`)
     "error": {"code": -32600, "message": "Session not found"},
 }
 

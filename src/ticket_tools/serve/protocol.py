@@ -11,8 +11,10 @@ is verified:
 - a body that is valid JSON but not a JSON-RPC message (`[]`, `{}`, no `method`, a wrong
   `jsonrpc`) gets JSON-RPC's `-32600 Invalid Request`, where the SDK answers `-32602` with
   pydantic's text, which quotes the input; a batch (a non-empty array) gets `-32600` saying
-  batches are not supported (see docs/http.md for why). The answer, and the SDK's other
-  400s (`Missing session ID`), carry the body's id when it is a string or an integer. A
+  batches are not supported (see docs/http.md for why). The answer, the SDK's other
+  400s (`Missing session ID`) and every `404 Session not found` carry the body's id when it
+  is a string or an integer (the gate reads the body first: `BodyLimit`, in front of it,
+  bounds it). A
   well-formed request's `-32602` (a 2026-07-28 call without the `_meta` envelope) is the
   SDK's own and passes unchanged;
 - a request whose id is neither a string nor an integer (`1.5`, `true`, `null`) gets
@@ -50,7 +52,7 @@ BAD_ID = "Invalid Request: the id must be a string or an integer"
 OWS = b" \t"  # RFC 9110 §5.6.3 optional whitespace
 NO_CREDENTIALS = "Authentication required: send an OAuth bearer token"
 REFUSED_TOKEN = "The access token is invalid, expired or not meant for this server"  # noqa: S105
-HELD = (400, 202)  # the answers `_Corrector` may rewrite: each has a short body
+HELD = (400, 404, 202)  # the answers `_Corrector` may rewrite: each has a short body
 
 
 class ProtocolGate:
@@ -99,8 +101,9 @@ class _Corrector:
     """Pass a response through, rewriting the SDK's answers to bodies that are not requests.
 
     A 400 `-32602` for a body that is not a well-formed request becomes `-32600`; any other
-    400 JSON-RPC error with a null id gets the body's id when it is known; a 202 for a body
-    with an id that is not a string or integer becomes a 400 `-32600`.
+    400 or 404 JSON-RPC error with a null id (the SDK's, or the session gate's `Session not
+    found`) gets the body's id when it is known; a 202 for a body with an id that is not a
+    string or integer becomes a 400 `-32600`.
     """
 
     def __init__(self, send: Send, body: bytes) -> None:
