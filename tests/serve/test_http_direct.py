@@ -33,6 +33,7 @@ META = {
     "io.modelcontextprotocol/clientInfo": {"name": "compare", "version": "1"},
 }
 UNLIMITED = ("--tenant-rate", "0", "--subject-rate", "0")
+TKT_104 = {"ticket_id": "TKT-104"}
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
 
@@ -117,7 +118,13 @@ CASES = [
     # The envelope's values, parsed once for both paths (issue 30: the direct path took these).
     *(
         pytest.param(
-            _rpc("tools/call", {"_meta": {**META, **meta}, "name": "get_ticket"}, 3), None, id=name
+            _rpc(
+                "tools/call",
+                {"_meta": {**META, **meta}, "name": "get_ticket", "arguments": TKT_104},
+                3,
+            ),
+            None,
+            id=name,
         )
         for name, meta in [
             ("meta-capabilities-null", {"io.modelcontextprotocol/clientCapabilities": None}),
