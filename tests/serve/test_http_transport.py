@@ -784,3 +784,34 @@ def test_a_client_that_leaves_mid_body_costs_nothing(
         time.sleep(0.2)  # the server is reading the body when the client goes
     assert tool_answer(exchange(call.server, call.request())) == (200, GET_104)
     assert call.server.stderr() == before  # nothing logged
+
+
+@pytest.mark.parametrize("name", HEADER_SERVERS)
+def test_a_chunked_call_with_trailer_fields_is_answered(
+    servers: dict[str, HttpServer], bearers: dict[str, str], name: str
+) -> None:
+    call = Call(servers[name], bearers["read"], MODERN)
+    body = chunked(call.body(), 100)[:-2] + b"X-Checksum: 1234\r\nX-Other: a\r\n\r\n"
+    assert tool_answer(exchange(call.server, call.head(length=None), body)) == (200, GET_104)
+
+
+TRAILER_REFUSALS = {
+    "direct": b"HTTP/1.1 431 Request Header Fields Too Large",
+    "sdk": b"HTTP/1.1 431 Request Header Fields Too Large",
+    "h11": b"HTTP/1.1 400 Bad Request",  # h11's own bound on unparsed input, at 32 KiB too
+}
+
+
+@pytest.mark.parametrize("name", HEADER_SERVERS)
+def test_a_dozen_endless_trailer_fields_stay_bounded(
+    servers: dict[str, HttpServer], bearers: dict[str, str], name: str
+) -> None:
+    # The fields after a chunked body's last chunk: httptools keeps them as it keeps headers.
+    call = Call(servers[name], bearers["read"], MODERN)
+    flooders = [Flooder(connect(call.server)) for _ in range(FLOODERS)]
+    for flooder in flooders:
+        flooder.connection.sendall(call.head(length=None) + b"2\r\n{}\r\n0\r\nX-Trailer: ")
+    growth, probes = flood(call.server, flooders, ENDLESS_HEADER)
+    check_flood(growth, probes, flooders)
+    status_lines = [f.received.split(b"\r\n")[0] for f in flooders]
+    assert status_lines == [TRAILER_REFUSALS[name]] * FLOODERS

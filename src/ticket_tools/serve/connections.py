@@ -162,6 +162,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
     timeout = limits.header_timeout
     refused = IntervalLog(f"refused connections over the limit of {cap}")
     oversized = IntervalLog(f"answered 431 to headers over {MAX_HEADER_BYTES} bytes")
+    cut = IntervalLog(f"closed connections sending headers over {MAX_HEADER_BYTES} bytes")
     slow = IntervalLog(f"closed connections that sent no complete headers within {timeout:g} s")
 
     def checked(app: ASGIApp) -> ASGIApp:
@@ -180,18 +181,21 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
     class GuardedProtocol(base):  # type: ignore[valid-type,misc]
         """uvicorn's protocol, closing slow-header connections and refusing those over the cap.
 
-        The header count: a request whose headers ended
-        is checked whole before its app runs (`checked`), however its bytes arrived; while
-        they have not ended, every read that holds nothing but header bytes is counted, with
-        an earlier request in flight or not. With httptools a read that ends a request's
-        headers or its body is not counted (the split is not known; the next read is), so
-        an endless header is cut off within two reads past the limit. h11 counts for itself.
+        The header count: a request whose headers ended is checked whole before its app
+        runs (`checked`), however its bytes arrived; while they have not ended, every read
+        that holds nothing but header bytes is counted, with an earlier request in flight or
+        not. With httptools a read that ends a request's headers or its body is not counted
+        (the split is not known; the next read is), so an endless header is cut off within
+        two reads past the limit; inside a chunked body, the reads that hold no body byte
+        are counted the same way (trailer fields, which httptools keeps as it keeps
+        headers), from the last read that held one. h11 counts for itself.
         """
 
         _header_timer: asyncio.TimerHandle | None = None
-        _header_bytes = 0  # of the headers being read, in reads that held nothing else
+        _header_bytes = 0  # of the header or trailer fields being read, as above
         _in_body = False  # httptools: the parser is inside a request's body
         _boundary = False  # httptools: a request's headers or its body ended in this read
+        _body_read = False  # httptools: this read held body bytes
         _counted = base is not H11Protocol
 
         app: ASGIApp
@@ -217,28 +221,42 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
             self._arm()
 
         def data_received(self, data: bytes) -> None:
-            self._boundary = False
+            self._boundary = self._body_read = False
             super().data_received(data)
             if not self._counted or self.transport.is_closing() or self._boundary:
                 return
-            if self._in_body:
-                return  # the body's limit is the app's (serve/bodies.py)
+            if self._body_read:
+                self._header_bytes = 0  # the body's own limit is the app's (serve/bodies.py)
+                return
             self._header_bytes += len(data)
             if self._header_bytes > MAX_HEADER_BYTES:
+                self._refuse_fields()
+
+        def _refuse_fields(self) -> None:
+            cycle = self.cycle
+            if self._in_body:  # trailer fields: the answer is this request's, if not begun
+                answer = cycle is not None and not cycle.response_started
+            else:  # the next request's headers: answered only after every response before
+                answer = cycle is None or cycle.response_complete
+            if answer:
                 oversized.hit()
-                cycle = self.cycle
-                if cycle is None or cycle.response_complete:
-                    self.transport.write(HEADERS_TOO_LARGE)
-                # else a response is in flight on this connection: nothing may cut into it.
-                self.transport.close()
+                self.transport.write(HEADERS_TOO_LARGE)
+            else:
+                cut.hit()  # a response is being written on this connection: nothing may cut in
+            self.transport.close()
 
         def on_headers_complete(self) -> None:
             self._boundary = self._in_body = True
             self._header_bytes = 0
             super().on_headers_complete()
 
+        def on_body(self, body: bytes) -> None:
+            self._body_read = True
+            super().on_body(body)
+
         def on_message_complete(self) -> None:
             self._boundary, self._in_body = True, False
+            self._header_bytes = 0
             super().on_message_complete()
 
         def on_response_complete(self) -> None:
