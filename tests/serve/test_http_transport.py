@@ -660,6 +660,12 @@ def open_stream(server: HttpServer, bearer: str) -> Flooder:
     return Flooder(connection, received=reader.pending, expected_heads=0)
 
 
+def answered_once(flooder: Flooder) -> tuple[bytes, int, bool]:
+    """Return a flooder's first status line, how many responses it got, and whether it closed."""
+    received = flooder.received
+    return received.split(b"\r\n")[0], received.count(b"HTTP/1.1"), flooder.closed
+
+
 def check_flood(growth: int, probes: list[Any], flooders: list[Flooder]) -> None:
     """Assert the bounds: every probe ready, the RSS growth under MEMORY_BOUND, none spent."""
     assert probes == [READY] * len(probes)
@@ -722,7 +728,7 @@ ENDLESS_CHUNK = b"%x\r\n%s\r\n" % (65536, b" " * 65536)
         pytest.param(HANDSHAKE, "read", id="2025-read"),
     ],
 )
-@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("path", [*PATHS, "h11"])
 def test_a_dozen_endless_bodies_are_413_and_stay_bounded(
     call_for: CallFor,
     path: str,
@@ -752,9 +758,7 @@ def test_a_dozen_endless_bodies_without_credentials_are_401_and_stay_bounded(
         flooder.connection.sendall(call.head(length=None))
     growth, probes = flood(call.server, flooders, ENDLESS_CHUNK, pause=0.05)
     check_flood(growth, probes, flooders)
-    fate = [
-        (f.received.split(b"\r\n")[0], f.received.count(b"HTTP/1.1"), f.closed) for f in flooders
-    ]
+    fate = [answered_once(f) for f in flooders]
     assert fate == [(b"HTTP/1.1 401 Unauthorized", 1, True)] * FLOODERS
 
 
@@ -815,3 +819,18 @@ def test_a_dozen_endless_trailer_fields_stay_bounded(
     check_flood(growth, probes, flooders)
     status_lines = [f.received.split(b"\r\n")[0] for f in flooders]
     assert status_lines == [TRAILER_REFUSALS[name]] * FLOODERS
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_endless_trailer_fields_after_a_401_close_the_connection(
+    servers: dict[str, HttpServer], path: str
+) -> None:
+    # The 401 is written before the trailers come: nothing may follow it on the connection.
+    call = Call(servers[path], None, MODERN)
+    flooders = [Flooder(connect(call.server), to_close=True) for _ in range(FLOODERS)]
+    for flooder in flooders:
+        flooder.connection.sendall(call.head(length=None) + b"2\r\n{}\r\n0\r\nX-Trailer: ")
+    growth, probes = flood(call.server, flooders, ENDLESS_HEADER, pause=0.01)
+    check_flood(growth, probes, flooders)
+    fate = [answered_once(f) for f in flooders]
+    assert fate == [(b"HTTP/1.1 401 Unauthorized", 1, True)] * FLOODERS
