@@ -149,7 +149,7 @@ def test_a_body_that_stalls_past_the_deadline_is_408_and_closed(
 ) -> None:
     # The body of a request whose headers arrived gets the same deadline (was: no end).
     with connect(slow) as connection:
-        head = (
+        request = (
             "POST /mcp HTTP/1.1\r\n"
             f"Host: 127.0.0.1:{slow.port}\r\n"
             f"Authorization: Bearer {token}\r\n"
@@ -157,7 +157,7 @@ def test_a_body_that_stalls_past_the_deadline_is_408_and_closed(
             "Accept: application/json, text/event-stream\r\n"
             "Content-Length: 2\r\n\r\n{"
         )
-        connection.sendall(head.encode())
+        connection.sendall(request.encode())
         answer = closed_by_server(connection) or b""
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"

@@ -38,6 +38,22 @@ TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
 
 
+ENVELOPES: dict[str, dict[str, object]] = {
+    "meta-capabilities-null": {"io.modelcontextprotocol/clientCapabilities": None},
+    "meta-capabilities-a-list": {"io.modelcontextprotocol/clientCapabilities": []},
+    "meta-capabilities-a-string": {"io.modelcontextprotocol/clientCapabilities": "x"},
+    "meta-capabilities-unknown-key": {"io.modelcontextprotocol/clientCapabilities": {"x": 1}},
+    "meta-client-info-a-number": {"io.modelcontextprotocol/clientInfo": 7},
+    "meta-client-info-no-version": {"io.modelcontextprotocol/clientInfo": {"name": "c"}},
+    "meta-client-info-null": {"io.modelcontextprotocol/clientInfo": None},
+    "meta-progress-token-a-float": {"progressToken": 1.5},
+    "meta-progress-token-a-string": {"progressToken": "p-1"},
+    "meta-log-level-unknown": {"io.modelcontextprotocol/logLevel": "loud"},
+    "meta-naming-a-tenant": {"tenant": "beta", "sub": "bob", "can_read_tickets": True},
+}
+"""`_meta` entries over the envelope: values of the wrong shape, or naming a tenant."""
+
+
 def _rpc(method: str, params: object, request_id: object = 1) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
@@ -126,22 +142,7 @@ CASES = [
             None,
             id=name,
         )
-        for name, meta in [
-            ("meta-capabilities-null", {"io.modelcontextprotocol/clientCapabilities": None}),
-            ("meta-capabilities-a-list", {"io.modelcontextprotocol/clientCapabilities": []}),
-            ("meta-capabilities-a-string", {"io.modelcontextprotocol/clientCapabilities": "x"}),
-            (
-                "meta-capabilities-unknown-key",
-                {"io.modelcontextprotocol/clientCapabilities": {"x": 1}},
-            ),
-            ("meta-client-info-a-number", {"io.modelcontextprotocol/clientInfo": 7}),
-            ("meta-client-info-no-version", {"io.modelcontextprotocol/clientInfo": {"name": "c"}}),
-            ("meta-client-info-null", {"io.modelcontextprotocol/clientInfo": None}),
-            ("meta-progress-token-a-float", {"progressToken": 1.5}),
-            ("meta-progress-token-a-string", {"progressToken": "p-1"}),
-            ("meta-log-level-unknown", {"io.modelcontextprotocol/logLevel": "loud"}),
-            ("meta-naming-a-tenant", {"tenant": "beta", "sub": "bob", "can_read_tickets": True}),
-        ]
+        for name, meta in ENVELOPES.items()
     ),
     pytest.param(
         _rpc("tools/call", {"_meta": [META], "name": "get_ticket"}, 3), None, id="meta-a-list"

@@ -160,9 +160,9 @@ def test_an_unknown_session_id_is_not_found(server: HttpServer, token: Callable[
 @pytest.mark.parametrize(
     ("body", "request_id"),
     [
-        pytest.param(rpc("tools/list", {}, 5), 5, id="int"),
-        pytest.param(rpc("tools/list", {}, "r-5"), "r-5", id="str"),
-        pytest.param(rpc("tools/list", {}, 1.5), None, id="float"),
+        pytest.param({**rpc("tools/list", {}), "id": 5}, 5, id="int"),
+        pytest.param({**rpc("tools/list", {}), "id": "r-5"}, "r-5", id="str"),
+        pytest.param({**rpc("tools/list", {}), "id": 1.5}, None, id="float"),
         pytest.param({"jsonrpc": "2.0", "method": "notifications/initialized"}, None, id="none"),
         pytest.param(b"[1", None, id="not-json"),
     ],
