@@ -7,6 +7,7 @@ line per interval, not a traceback per failed `accept()`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import resource
@@ -16,9 +17,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
+from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
 
 from http_support import INITIALIZE, open_session, post
 from testkit.server import HttpServer
@@ -366,6 +371,46 @@ async def test_an_interval_log_goes_quiet_and_reopens(caplog: pytest.LogCaptureF
         "event (1 time)",
         "event (2 more times in the last 0.01 s)",
         "event (1 time)",
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_body_deadline_writes_nothing_into_a_response_begun(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An app that answers before it reads the body (none of this server's does): past the
+    # deadline the connection is closed, and no 408 is written into that response.
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"begun", "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    config.load()
+    protocol: Any = connections.guarded_protocol(ConnectionLimits(header_timeout=0.2))
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    state = ServerState()
+    await loop.connect_accepted_socket(lambda: protocol(config, state, {}, loop), ours)
+    theirs.send(b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nab")
+    received = b""
+    for _ in range(100):  # up to 5 s; the deadline is 0.2 s
+        await _sleep(0.05)
+        try:
+            chunk = theirs.recv(65536)
+        except BlockingIOError:
+            continue
+        received += chunk
+        if not chunk:
+            break
+    theirs.close()
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert (head.split(b"\r\n")[0], b"408" in received) == (b"HTTP/1.1 200 OK", False)
+    assert body.endswith(b"begun\r\n")  # the chunk sent, and then the close
+    assert [r.getMessage() for r in caplog.records] == [
+        "answered 408 to bodies not complete within 0.2 s (1 time)"
     ]
 
 

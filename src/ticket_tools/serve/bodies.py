@@ -1,4 +1,4 @@
-"""Request bodies bounded: counted as they arrive, refused past MAX_BODY_BYTES, due in time.
+"""Request bodies bounded: counted as they arrive, refused past MAX_BODY_BYTES.
 
 Needs the `mcp` extra. `BodyLimit` sits in front of the MCP endpoint right after the token
 check, before anything that reads a body (the protocol and session gates, the rate limits,
@@ -10,21 +10,20 @@ the direct path, the SDK), so none of them is ever given more than MAX_BODY_BYTE
 - any other body is counted as it arrives, chunked or not, and answered `413` as soon as
   the count passes MAX_BODY_BYTES, before more of it is kept (uvicorn holds at most its
   64 KiB read-ahead beyond what was asked for);
-- a body not complete `timeout` seconds (`--header-timeout`) after it was first asked for
-  is answered `408` and the connection closed: a stalled body holds nothing for long;
 - a body that arrived whole is handed on as one message (`replay`), so every layer behind
   reads the same bytes object, never a copy.
 
-The refusals are the server's own, the same on the direct path and the SDK's (whose own
+The refusal is the server's own, the same on the direct path and the SDK's (whose own
 limit, told MAX_BODY_BYTES, is never reached). After a `413` the rest of the body is read
-and dropped as it comes; one that never ends is closed by the header deadline.
+and dropped as it comes; one that never ends is closed by the header deadline. A body that
+stalls is the connection's to end (`connections.guarded_protocol`: `408` past
+`--header-timeout`), where it costs no timer per request.
 """
 
 from __future__ import annotations
 
 import json
 
-import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -42,15 +41,11 @@ _LENGTH = b"content-length"
 class BodyLimit:
     """ASGI middleware bounding the bodies of verified requests at `path` (see the module doc)."""
 
-    def __init__(
-        self, app: ASGIApp, *, path: str, timeout: float, limit: int = MAX_BODY_BYTES
-    ) -> None:
+    def __init__(self, app: ASGIApp, *, path: str, limit: int = MAX_BODY_BYTES) -> None:
         self.app = app
         self._path = path
-        self._timeout = timeout
         self._limit = limit
         self._too_large = f"Request body too large: at most {limit} bytes"
-        self._too_slow = f"Request body not received within {timeout:g} s"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if (
@@ -67,26 +62,18 @@ class BodyLimit:
             return
         chunks: list[bytes] = []
         size = 0
-        status: int | None = None
-        with anyio.move_on_after(self._timeout) as deadline:
-            while True:
-                message = await receive()
-                if message["type"] != "http.request":
-                    return  # the client left before its body ended: nobody to answer
-                chunk = message.get("body", b"")
-                size += len(chunk)
-                if size > self._limit:
-                    status = 413
-                    break
-                chunks.append(chunk)
-                if not message.get("more_body", False):
-                    break
-        if deadline.cancelled_caught:
-            await _refuse(send, 408, self._too_slow, close=True)
-            return
-        if status == 413:
-            await _refuse(send, 413, self._too_large)
-            return
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client left (or the body deadline closed it): nobody to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self._limit:
+                await _refuse(send, 413, self._too_large)
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
         whole: Message = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
         chunks.clear()
         await self.app(scope, replay(whole, receive), send)
@@ -102,17 +89,15 @@ def replay(message: Message, receive: Receive) -> Receive:
     return replayed
 
 
-def limit_bodies(app: Starlette, path: str, *, timeout: float) -> None:
+def limit_bodies(app: Starlette, path: str) -> None:
     """Install `BodyLimit` at `path`: call it before any other middleware is appended."""
     # Appended, so it runs after the SDK's authentication middleware, before the others.
-    app.user_middleware.append(Middleware(BodyLimit, path=path, timeout=timeout))
+    app.user_middleware.append(Middleware(BodyLimit, path=path))
 
 
-async def _refuse(send: Send, status: int, message: str, *, close: bool = False) -> None:
+async def _refuse(send: Send, status: int, message: str) -> None:
     error = {"code": INVALID_REQUEST, "message": message}
     body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    if close:
-        headers.append((b"connection", b"close"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -9,7 +9,9 @@ listen backlog per loop tick: 456,314 of them in 30 s in one run). So:
 
 - `guarded_protocol` wraps uvicorn's HTTP protocol (httptools when installed, else h11): a
   connection whose request headers are not complete `header_timeout` seconds after it
-  opened, or after its previous response, is closed; a connection beyond `max_connections`
+  opened, or after its previous response, is closed, and one whose request body is not
+  complete `header_timeout` seconds after its headers is answered `408` and closed (uvicorn
+  waits for a body forever too); a connection beyond `max_connections`
   is answered `503` with `Connection: close` at once and closed, the others unaffected; a
   request whose line and headers pass MAX_HEADER_BYTES is answered `431` and closed
   (counted on every read, with a request in flight or not, and whole once they end,
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import resource
 import socket
@@ -65,14 +68,30 @@ _TOO_LARGE_HEADERS = [
     (b"connection", b"close"),
     (b"content-length", str(len(_TOO_LARGE_TEXT)).encode()),
 ]
-HEADERS_TOO_LARGE = b"".join(
-    [
-        b"HTTP/1.1 431 Request Header Fields Too Large\r\n",
-        *(name + b": " + value + b"\r\n" for name, value in _TOO_LARGE_HEADERS),
-        b"\r\n",
-        _TOO_LARGE_TEXT,
-    ]
+
+
+def _response(status_line: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
+    lines = [status_line, *(name + b": " + value for name, value in headers), b"", body]
+    return b"\r\n".join(lines)
+
+
+HEADERS_TOO_LARGE = _response(
+    b"HTTP/1.1 431 Request Header Fields Too Large", _TOO_LARGE_HEADERS, _TOO_LARGE_TEXT
 )
+
+
+def body_too_slow(timeout: float) -> bytes:
+    """Return the 408 for a body not complete `timeout` seconds after its request's headers."""
+    message = f"Request body not received within {timeout:g} s"
+    error = {"code": -32600, "message": message}  # JSON-RPC's Invalid Request, as a 413's
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"connection", b"close"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    return _response(b"HTTP/1.1 408 Request Timeout", headers, body)
+
 
 logger = logging.getLogger(__name__)
 
@@ -164,6 +183,8 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
     oversized = IntervalLog(f"answered 431 to headers over {MAX_HEADER_BYTES} bytes")
     cut = IntervalLog(f"closed connections sending headers over {MAX_HEADER_BYTES} bytes")
     slow = IntervalLog(f"closed connections that sent no complete headers within {timeout:g} s")
+    stalled = IntervalLog(f"answered 408 to bodies not complete within {timeout:g} s")
+    too_slow = body_too_slow(timeout)
 
     def checked(app: ASGIApp) -> ASGIApp:
         async def header_checked(scope: Scope, receive: Receive, send: Send) -> None:
@@ -192,6 +213,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
         """
 
         _header_timer: asyncio.TimerHandle | None = None
+        _body_timer: asyncio.TimerHandle | None = None
         _header_bytes = 0  # of the header or trailer fields being read, as above
         _in_body = False  # httptools: the parser is inside a request's body
         _boundary = False  # httptools: a request's headers or its body ended in this read
@@ -223,7 +245,10 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
         def data_received(self, data: bytes) -> None:
             self._boundary = self._body_read = False
             super().data_received(data)
-            if not self._counted or self.transport.is_closing() or self._boundary:
+            if self.transport.is_closing():
+                return
+            self._watch_body()
+            if not self._counted or self._boundary:
                 return
             if self._body_read:
                 self._header_bytes = 0  # the body's own limit is the app's (serve/bodies.py)
@@ -231,6 +256,27 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
             self._header_bytes += len(data)
             if self._header_bytes > MAX_HEADER_BYTES:
                 self._refuse_fields()
+
+        def _watch_body(self) -> None:
+            """Arm the body deadline while a request's body is coming, disarm it once not."""
+            cycle = self.cycle
+            coming = cycle is not None and cycle.more_body and not cycle.response_complete
+            if coming and self._body_timer is None:
+                self._body_timer = self.loop.call_later(timeout, self._body_late)
+            elif not coming and self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_late(self) -> None:
+            self._body_timer = None
+            cycle = self.cycle
+            if self._counted and any(queued is cycle for queued, _ in self.pipeline):
+                self._watch_body()  # behind a response in flight, unread: its turn is to come
+                return
+            stalled.hit()
+            if not cycle.response_started:
+                self.transport.write(too_slow)
+            self.transport.close()
 
         def _refuse_fields(self) -> None:
             cycle = self.cycle
@@ -262,9 +308,12 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
         def on_response_complete(self) -> None:
             super().on_response_complete()
             self._arm()  # the next request's headers get the same deadline
+            self._watch_body()  # and a pipelined request begun meanwhile, its body's
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._body_timer is not None:
+                self._body_timer.cancel()
             super().connection_lost(exc)
 
         def _arm(self) -> None:

@@ -144,7 +144,7 @@ def build_app(
         custom_starlette_routes=replica.routes(),
     )
     # First after the token check: nothing behind it is given a body past MAX_BODY_BYTES.
-    limit_bodies(app, MCP_PATH, timeout=options.connections.header_timeout)
+    limit_bodies(app, MCP_PATH)
     correct_protocol(app, MCP_PATH, resource_url=resource_url, rules=rules)
     if not options.stateless:
         bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
