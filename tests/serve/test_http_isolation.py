@@ -25,8 +25,8 @@ from http_support import open_session, post
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.acceptance import CALLS, AcceptanceCall
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli.acceptance import CALLS, AcceptanceCall
 from ticket_tools.serve.direct import SWITCH
 from tool_cases import invalid_arguments, valid_arguments
 
