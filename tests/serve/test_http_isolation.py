@@ -6,7 +6,7 @@ direct path (the default) and on the SDK's (`TICKET_TOOLS_HTTP_PATH=sdk`), with 
 calls (no session, the envelope in `_meta`: the direct path answers them) and 2025-11-25
 calls (in a session: the SDK answers them), over raw HTTP against real `serve http`
 processes. A change that let one path alone take the tenant from the request (the hand
-mutant tests/mutants/28-http-direct-tenant-from-meta.patch) fails here.
+mutant tests/mutants/30-http-direct-tenant-from-meta.patch) fails here.
 """
 
 from __future__ import annotations
