@@ -37,7 +37,10 @@ STORE_ABSENT_TENANTS = ("alph", "delta", "alpha:TKT-001")
 # A limit above any store's ticket count: every match. (The SQL stores also read None so;
 # the dict store, the brief's, takes an int only.)
 EVERY = 2**63 - 1
-STORE_STATUSES = ("open", "closed", "Open")
+# A stored status is "open" or "closed" (the records rules); a filter may still ask for
+# "Open", which no store may match to "open".
+STORED_STATUSES = ("open", "closed")
+STORE_STATUSES = (*STORED_STATUSES, "Open")
 
 store_ticket_ids = st.integers(min_value=0, max_value=30).map(lambda n: f"TKT-{n:03d}")
 
@@ -51,7 +54,7 @@ def multi_tenant_records(draw: st.DrawFn) -> dict[str, dict[str, str]]:
                 st.sampled_from(STORE_TENANTS),
                 store_ticket_ids,
                 st.text(alphabet=STORE_TRAP_TEXT, max_size=10),
-                st.sampled_from(STORE_STATUSES),
+                st.sampled_from(STORED_STATUSES),
                 st.booleans(),
             ),
             max_size=40,

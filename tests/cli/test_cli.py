@@ -277,6 +277,17 @@ FIELDS_RULE = (
             "{path}: record 3 (in file order): the key was given before",
             id="key-given-twice",
         ),
+        pytest.param(
+            b'{"alpha:TKT-001": {"id": "TKT-001", "title": "t", "status": "Open"}}',
+            '{path}: record 1 (in file order): the status is not "open" or "closed"',
+            id="status-capitalised",
+        ),
+        pytest.param(
+            b'{"alpha:TKT-001": {"id": "TKT-001", "title": "t", "status": "closed"},'
+            b' "alpha:TKT-002": {"id": "TKT-002", "title": "t", "status": ""}}',
+            '{path}: record 2 (in file order): the status is not "open" or "closed"',
+            id="status-empty",
+        ),
     ],
 )
 @pytest.mark.parametrize("command", ["acceptance", "call"])

@@ -105,9 +105,11 @@ def test_import_refuses_records_postgresql_cannot_hold(
     tmp_path: Path, owner_dsn: str, capsys: Captured
 ) -> None:
     records = _write(
-        tmp_path / "records.json", {"a:TKT-001": {"id": "TKT-001", "title": "\x00", "status": "x"}}
+        tmp_path / "records.json",
+        {"a:TKT-001": {"id": "TKT-001", "title": "\x00", "status": "open"}},
     )
-    status = cli.main(["import", str(records), "--postgres", owner_dsn])
+    # A cleaned title loses its NUL (a control); a raw one keeps it, and is refused.
+    status = cli.main(["import", str(records), "--postgres", owner_dsn, "--raw-titles"])
     assert (status, capsys.readouterr()) == (
         2,
         (

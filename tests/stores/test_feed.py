@@ -22,6 +22,7 @@ KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 VERSION_RULE = "the version is not an integer from 0 to 2^63-1"
 WIDTH_RULE = "the id is not TKT- followed by exactly three digits"
+STATUS_RULE = 'the status is not "open" or "closed"'
 TICKET = {"id": "TKT-120", "title": "VPN drops hourly", "status": "open"}
 
 
@@ -173,6 +174,12 @@ PRETTY = (
         pytest.param(_upsert(ticket=["TKT-120"]), FIELDS_RULE, id="ticket-not-object"),
         pytest.param(_upsert(ticket={"id": "TKT-120", "title": "t"}), FIELDS_RULE, id="no-status"),
         pytest.param(_upsert(ticket={**TICKET, "title": 7}), FIELDS_RULE, id="title-number"),
+        pytest.param(_upsert(ticket={**TICKET, "status": "Open"}), STATUS_RULE, id="status-case"),
+        pytest.param(_upsert(ticket={**TICKET, "status": ""}), STATUS_RULE, id="status-empty"),
+        pytest.param(
+            _upsert(ticket={**TICKET, "status": "pending"}), STATUS_RULE, id="status-other"
+        ),
+        pytest.param(_upsert(ticket={**TICKET, "status": 1}), FIELDS_RULE, id="status-number"),
         pytest.param(
             _upsert(ticket={**TICKET, "id": "TKT-1200"}, key="alpha:TKT-1200"),
             "the id is not TKT- followed by exactly three digits",

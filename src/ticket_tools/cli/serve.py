@@ -156,7 +156,8 @@ def add_commands(commands: Commands) -> None:
         "--header-timeout",
         type=positive_seconds,
         metavar="SECONDS",
-        help="close a connection whose request headers take longer than this (default: 10)",
+        help="close a connection whose request headers, or a request's body, take longer "
+        "than this (default: 10)",
     )
     limits.add_argument(
         "--max-connections",

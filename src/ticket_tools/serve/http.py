@@ -35,6 +35,7 @@ from ticket_tools.execute import Context
 from ticket_tools.outcome import Outcome
 from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.audit import AuditLog
+from ticket_tools.serve.bodies import MAX_BODY_BYTES, limit_bodies
 from ticket_tools.serve.connections import ConnectionLimits, guarded_protocol
 from ticket_tools.serve.direct import DirectPath, direct_enabled
 from ticket_tools.serve.limits import rate_limited
@@ -137,6 +138,7 @@ def build_app(
         # Tool calls answer at once and send no progress: a JSON body is enough.
         json_response=True,
         stateless_http=options.stateless,
+        max_request_body_size=MAX_BODY_BYTES,  # never reached: BodyLimit refuses first
         session_idle_timeout=options.sessions.idle_seconds,
         transport_security=security,
         host=options.host,
@@ -144,6 +146,8 @@ def build_app(
         token_verifier=verifier,
         custom_starlette_routes=replica.routes(),
     )
+    # First after the token check: nothing behind it is given a body past MAX_BODY_BYTES.
+    limit_bodies(app, MCP_PATH)
     correct_protocol(app, MCP_PATH, resource_url=resource_url, rules=rules)
     if not options.stateless:
         bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
