@@ -30,6 +30,7 @@ from ticket_tools.cli.apply import (
     Progress,
     apply_feed,
 )
+from ticket_tools.cli.signals import Terminated
 from ticket_tools.stores.feed import MAX_LINE_BYTES, Change, Counts
 from ticket_tools.stores.ids import ID_FORMAT
 from ticket_tools.stores.postgres.importer import import_records
@@ -690,6 +691,63 @@ def test_a_dead_letter_file_that_cannot_be_opened_stops_before_reading(
     assert main(argv) == 2
     assert capsys.readouterr() == ("", f"ticket-tools: cannot write {tmp_path}: Is a directory\n")
     assert dump(database)[1] == []
+
+
+def test_a_batch_ended_by_sigterms_grace_names_the_first_line_not_committed(
+    tmp_path: Path,
+) -> None:
+    # As SIGTERM's grace running out while the fourth line's batch waits for the store;
+    # the blank line and the line set aside before it needed no commit.
+    class EndedInTheSecondBatch(RecordingWriter):
+        def apply(self, changes: Sequence[Change]) -> Counts:
+            if self.batches:
+                raise Terminated
+            return super().apply(changes)
+
+    writer = EndedInTheSecondBatch()
+    lines = [
+        delete("a:TKT-100", 1),
+        "",
+        "{not json",
+        delete("a:TKT-101", 1),
+        delete("a:TKT-102", 1),
+    ]
+    aside: list[int] = []
+    data = "".join(line + "\n" for line in lines).encode()
+    with _file(tmp_path, data) as stream:
+        applied = apply_feed(
+            stream, writer, batch_changes=1, set_aside=lambda n, rule, line: aside.append(n)
+        )
+    assert (applied, aside) == (
+        Applied(1, Counts(1, 0, 0), set_aside=1, woken=True, uncommitted_from=4),
+        [3],
+    )
+
+
+def test_a_missing_feed_with_a_dead_letter_file_is_one_line(
+    tmp_path: Path, database: Path, capsys: Captured
+) -> None:
+    missing = tmp_path / "missing.jsonl"
+    letters = tmp_path / "dead.jsonl"
+    argv = ["apply", str(missing), "--db", str(database), "--dead-letter", str(letters)]
+    assert main(argv) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ticket-tools: cannot read {missing}: No such file or directory\n",
+    )
+
+
+def test_a_stdin_closed_at_the_start_is_one_line(
+    database: Path, capsys: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What Python makes of `<&-`: no sys.stdin (test_apply_inputs.py runs the real `<&-`).
+    monkeypatch.setattr(sys, "stdin", None)
+    assert main(["apply", "-", "--db", str(database)]) == 2
+    assert main(["call", "get_ticket", "-", "--tenant", "alpha"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "ticket-tools: cannot read stdin: Bad file descriptor\n" * 2,
+    )
 
 
 # Issue 32, point 3: a status other than "open" or "closed" is a bad line like any

@@ -51,8 +51,16 @@ def integer_too_long() -> str:
     return f"an integer longer than {sys.get_int_max_str_digits()} digits"
 
 
+def closed_stdin() -> CommandError:
+    """Return the error of reading a stdin closed when the command started (`<&-`)."""
+    # Not read as empty: `streams.repair` put /dev/null there only so no file would be opened as it.
+    return CommandError(f"cannot read stdin: {os.strerror(errno.EBADF)}")
+
+
 def read_stdin() -> str:
     """Return all of stdin, the arguments of `call ... -`."""
+    if sys.stdin is None:
+        raise closed_stdin()
     try:
         return sys.stdin.read()
     except UnicodeDecodeError:

@@ -287,9 +287,9 @@ def _run_stdio(options: argparse.Namespace) -> int:
     require_mcp()
     from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
-    # Python sets a closed standard stream to None; the descriptor could then be reused
-    # by the store's own files, so the transport must never read or write it.
-    for name, stream in (("stdin", sys.stdin), ("stdout", sys.stdout)):
+    # Python sets a closed standard stream to None (`sys.__stdout__`: `sys.stdout` has a
+    # stand-in that fails on write, `cli.streams`); the transport must never use it.
+    for name, stream in (("stdin", sys.__stdin__), ("stdout", sys.__stdout__)):
         if stream is None:
             raise CommandError(f"serve stdio: {name} is closed; the host must connect it")
     context = {"tenant": tenant, "can_read_tickets": not options.no_read}

@@ -330,8 +330,10 @@ def _run_import(options: argparse.Namespace) -> int:
 def _syntax_error(path: Path, error: RecordsSyntaxError, read: int) -> CommandError:
     """Say which rule a records file read as a stream broke, in `read_records`' words."""
     if error.kind == "NotAnObject":
-        # Refused either way: read whole only to say whether it is JSON at all.
-        read_records(path)
+        # Refused either way: a file is read whole only to say whether it is JSON at all.
+        # A FIFO or a pipe cannot be read again (its open would wait for another writer).
+        if path.is_file():
+            read_records(path)
         return CommandError(f"{path}: {NOT_AN_OBJECT_RULE}")
     if error.kind == "UnicodeDecodeError":
         return CommandError(f"cannot read {path}: it is not UTF-8 text")

@@ -225,11 +225,11 @@ def serve_http(
             registry=registry,
             spans=None if spans is None else spans.observe,
         )
-        # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler it
-        # found: this one, so the process ends with status 0 (and coverage data written).
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda signum, frame: None)
         print(
             f"ticket-tools: serving MCP on http://{netloc}{MCP_PATH}", file=sys.stderr, flush=True
         )
+        # Until uvicorn takes SIGINT and SIGTERM (to drain), the caller's handlers end the
+        # start-up; after it has drained, a late signal changes nothing: the status is 0.
         replica.serve(app, listener, http=guarded_protocol(options.connections))
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, frame: None)
