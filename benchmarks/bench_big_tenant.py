@@ -41,9 +41,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from testkit import titles
-from ticket_tools import IdFormat, TicketStore, make_registry, run_tool
+from ticket_tools import TicketStore, run_tool
+from ticket_tools.declarations.widths import make_registry
 from ticket_tools.stores import index_writes
 from ticket_tools.stores.feed import Change
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
 
@@ -205,8 +207,8 @@ def _feed(size: int, tenants: list[tuple[str, int]], count: int) -> list[list[Ch
     fresh = titles.tickets(count, width=width, seed="feed titles")
     changes = []
     for number, (_, title, status) in enumerate(fresh):
-        tenant, count = rng.choice(tenants)
-        ticket_id = f"TKT-{rng.randrange(count):0{width}d}"
+        tenant, held = rng.choice(tenants)
+        ticket_id = f"TKT-{rng.randrange(held):0{width}d}"
         if rng.random() < 0.1:
             changes.append(Change("delete", tenant, ticket_id, number + 1))
         else:
@@ -238,7 +240,7 @@ def _apply(kind: str, size: int, build: str, apply: Callable[[list[Change]], obj
                 apply(batch)
             seconds = time.perf_counter() - started
         label = "with the index" if build == "index" else "without the index"
-        _row(f"{kind} {size:,}: feed to {name}, {label}: {FEED_CHANGES / seconds:,.0f} changes/s")
+        _row(f"{kind} {size:,}: feed to {name}, {label}: {count / seconds:,.0f} changes/s")
 
 
 @contextlib.contextmanager

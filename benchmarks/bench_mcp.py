@@ -17,7 +17,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.acceptance import ALPHA
+from ticket_tools.cli.acceptance import ALPHA
 
 CALLS_PER_ROW = 500
 WARMUP_CALLS = 20

@@ -2,9 +2,10 @@
 
 The folder holds what answers the brief and nothing else: the root package
 (`src/ticket_tools/*.py`, `py.typed`) with `tools/`, as they are at build time; the brief's
-suite `tests/brief/`; `handin/`'s README, Makefile and pytest settings; and REVIEW.md's
-answer (the text between its markers). Left out: the root's `__main__.py`, which runs the
-product's command line, not in the hand-in. Standard library only; `make take-home` runs
+suite `tests/brief/`; `handin/`'s README, Makefile and pytest settings; REVIEW.md's answer
+(the text between its markers); and `review/`, the sample in JavaScript with the review's
+Jest tests. Left out: the root's `__main__.py`, which runs the product's command line, not
+in the hand-in. Standard library only; `make take-home` runs
 
     python scripts/build_take_home.py build
 """
@@ -49,6 +50,9 @@ def sources() -> dict[str, Path]:
         files[path.relative_to(ROOT).as_posix()] = path
     for name in TEMPLATE_FILES:
         files[name] = TEMPLATE / name
+    for path in sorted((ROOT / "review").iterdir()):
+        if path.is_file():
+            files[path.relative_to(ROOT).as_posix()] = path
     return files
 
 

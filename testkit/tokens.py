@@ -1,7 +1,9 @@
 """The one identity provider of the tests, the benchmarks and the load harness.
 
 `Issuer` makes a key pair per algorithm, publishes their JWKS and signs tokens with them,
-as an identity provider would; `claims` are those of a valid token for a tenant.
+as an identity provider would; `claims` are those of a valid token for a tenant. The keys,
+JWKS entries and signatures are the product's own (`ticket_tools.serve.dev_identity`, what
+`ticket-tools dev-token` uses), so there is one of each.
 """
 
 from __future__ import annotations
@@ -12,16 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jwt
-from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
-from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
+from ticket_tools.serve.dev_identity import PrivateKey, new_key, public_jwk, sign
+from ticket_tools.serve.tokens import READ_SCOPE
 
 ISSUER = "https://idp.example.test/"
 AUDIENCE = "https://tickets.example.test/mcp"
-READ = "tickets:read"
+READ = READ_SCOPE
 TOKEN_SECONDS = 3600
-
-PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
 
 
 class Issuer:
@@ -29,27 +28,13 @@ class Issuer:
 
     def __init__(self, prefix: str = "k") -> None:
         self.keys: dict[str, tuple[str, PrivateKey]] = {
-            f"{prefix}-rs": (
-                "RS256",
-                rsa.generate_private_key(public_exponent=65537, key_size=2048),
-            ),
-            f"{prefix}-es": ("ES256", ec.generate_private_key(ec.SECP256R1())),
-            f"{prefix}-ed": ("EdDSA", ed25519.Ed25519PrivateKey.generate()),
+            f"{prefix}-{suffix}": (alg, new_key(alg))
+            for suffix, alg in (("rs", "RS256"), ("es", "ES256"), ("ed", "EdDSA"))
         }
 
     def jwks(self) -> dict[str, list[dict[str, Any]]]:
         """Return the public JWKS, as the provider publishes it."""
-        entries = []
-        for kid, (alg, key) in self.keys.items():
-            public = key.public_key()
-            if isinstance(public, rsa.RSAPublicKey):
-                entry = RSAAlgorithm.to_jwk(public, as_dict=True)
-            elif isinstance(public, ec.EllipticCurvePublicKey):
-                entry = ECAlgorithm.to_jwk(public, as_dict=True)
-            else:
-                entry = OKPAlgorithm.to_jwk(public, as_dict=True)
-            entries.append({**entry, "kid": kid, "alg": alg, "use": "sig"})
-        return {"keys": entries}
+        return {"keys": [public_jwk(key, kid, alg) for kid, (alg, key) in self.keys.items()]}
 
     def write_jwks(self, path: Path) -> Path:
         """Write the public JWKS to `path` (what `serve --http --jwks PATH` reads); return it."""
@@ -69,9 +54,7 @@ class Issuer:
     ) -> str:
         """Return a JWT of `claims` signed with this issuer's key for `alg`."""
         kid = self.kid(alg)
-        return jwt.encode(
-            dict(claims), self.keys[kid][1], algorithm=alg, headers={"kid": kid, **(headers or {})}
-        )
+        return sign(claims, self.keys[kid][1], kid=kid, alg=alg, headers=headers)
 
     def token(
         self, tenant: str, subject: str, *, can_read: bool = True, seconds: int = TOKEN_SECONDS

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from ticket_tools import Arg, Tool
 from ticket_tools.catalog import REGISTRY
-from ticket_tools.tickets import ID_FORMAT, STATUSES
+from ticket_tools.stores.ids import ID_FORMAT
+from ticket_tools.tickets import STATUSES
 
 # Tenants that prefix each other ("alpha", "alphabet"), differ only in case, or are not ASCII.
 FUZZ_TENANTS = ("alpha", "alphabet", "beta", "Alpha", "b", "ünï")

@@ -13,6 +13,7 @@ import hmac
 import http.server
 import ipaddress
 import json
+import random
 import ssl
 import threading
 import time
@@ -125,7 +126,6 @@ REFUSED: dict[str, TokenMaker] = {
     "header-not-json": lambda idp, _: "eyJ." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
     "header-not-utf8": lambda idp, _: "_w." + idp.sign(claims("alpha", "u1")).split(".", 1)[1],
     "header-a-list": lambda idp, _: _segments_list() + ".x.y",
-    "empty": lambda _, __: "",
     "exp-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", exp=str(_now() + 600))),
     "nbf-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", nbf=str(_now() - 60))),
     "iat-a-numeric-string": lambda idp, _: idp.sign(claims("alpha", "u1", iat=str(_now()))),
@@ -255,3 +255,25 @@ def _write_self_signed(cert_path: Path, key_path: Path) -> None:
             serialization.NoEncryption(),
         )
     )
+
+
+def generated_calls(seed: int, count: int) -> list[tuple[str, dict[str, object]]]:
+    """Return `count` varied calls, valid and not, the same for a seed every run."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not a secret
+    ids = [f"TKT-{n}" for n in range(100, 117)]
+    calls: list[tuple[str, dict[str, object]]] = []
+    for _ in range(count):
+        if rng.random() < 0.4:
+            calls.append(("get_ticket", {"ticket_id": rng.choice([*ids, "tkt-104", "TKT-1"])}))
+            continue
+        args: dict[str, object] = {}
+        for name, values in (
+            ("status", ["open", "closed", "pending"]),
+            ("query", ["login", "SETTINGS", "refund", "", "sso"]),
+            ("limit", [1, 2, 5, 10, 11]),
+            ("cursor", [*ids, "x"]),
+        ):
+            if rng.random() < 0.4:
+                args[name] = rng.choice(values)
+        calls.append(("search_tickets", args))
+    return calls

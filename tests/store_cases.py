@@ -34,7 +34,13 @@ STORE_TRAP_TEXT = "aAbB %_\\ÉéİiIßsSẞKk\u212a\u03a3\u03c3\u03c2\x00"
 STORE_TENANTS = ("alpha", "beta", "a", "É")
 # Tenants that hold nothing: a prefix of a real tenant, and one shaped like a key.
 STORE_ABSENT_TENANTS = ("alph", "delta", "alpha:TKT-001")
-STORE_STATUSES = ("open", "closed", "Open")
+# A limit above any store's ticket count: every match. (The SQL stores also read None so;
+# the dict store, the brief's, takes an int only.)
+EVERY = 2**63 - 1
+# A stored status is "open" or "closed" (the records rules); a filter may still ask for
+# "Open", which no store may match to "open".
+STORED_STATUSES = ("open", "closed")
+STORE_STATUSES = (*STORED_STATUSES, "Open")
 
 store_ticket_ids = st.integers(min_value=0, max_value=30).map(lambda n: f"TKT-{n:03d}")
 
@@ -48,7 +54,7 @@ def multi_tenant_records(draw: st.DrawFn) -> dict[str, dict[str, str]]:
                 st.sampled_from(STORE_TENANTS),
                 store_ticket_ids,
                 st.text(alphabet=STORE_TRAP_TEXT, max_size=10),
-                st.sampled_from(STORE_STATUSES),
+                st.sampled_from(STORED_STATUSES),
                 st.booleans(),
             ),
             max_size=40,
@@ -71,7 +77,7 @@ store_find_requests = st.tuples(
         text=st.none() | st.text(alphabet=STORE_TRAP_TEXT, min_size=1, max_size=3),
         after=st.none() | store_ticket_ids,
     ),
-    st.none() | st.integers(min_value=0, max_value=12),
+    st.integers(min_value=0, max_value=12) | st.just(EVERY),
 )
 """(tenant, filter, limit) for TicketStore.find, including limits the tools never send."""
 
@@ -99,6 +105,6 @@ odd_requests = st.fixed_dictionaries(
         "status": st.none() | st.sampled_from(STORE_STATUSES) | _ODD_TEXT,
         "text": st.none() | _ODD_TEXT,
         "after": st.none() | store_ticket_ids | _ODD_TEXT,
-        "limit": st.none() | st.integers(min_value=-1, max_value=12) | st.just(2**70),
+        "limit": st.integers(min_value=-1, max_value=12) | st.just(EVERY) | st.just(2**70),
     }
 )

@@ -1,4 +1,4 @@
-"""The brief's thirteen acceptance calls, A1-A13, on every store, and `make run`'s printout."""
+"""The brief's thirteen acceptance calls, A1-A13, on every store, and `ticket-tools acceptance`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pytest
 
 from brief_table import ACCEPTANCE, T101, T104, fail, page
 from conftest import StoreFactory
+from print_acceptance import run
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.acceptance import A101, A104, _fail, _page, run_acceptance
+from ticket_tools.cli.acceptance import A101, A104, CALLS, _fail, _page, run_acceptance
 
 
 @pytest.mark.parametrize(
@@ -69,3 +70,15 @@ def test_run_acceptance_reports_each_mismatch(make_store: StoreFactory) -> None:
         '{"id": "TKT-104", "title": "Settings crash", "status": "open"}}'
     )
     assert lines[-1] == "11 passed, 2 failed"
+
+
+def test_the_commands_table_is_the_briefs() -> None:
+    rows = [(c.label, c.context, c.name, c.args, c.expected) for c in CALLS]
+    assert rows == [tuple(row) for row in ACCEPTANCE]
+
+
+def test_the_command_prints_what_the_hand_ins_make_run_prints() -> None:
+    # `ticket-tools acceptance` and the hand-in's tests/brief/print_acceptance.py: one format.
+    command, hand_in = io.StringIO(), io.StringIO()
+    assert (run_acceptance(fixture_records(), command), run(hand_in)) == (0, 0)
+    assert command.getvalue() == hand_in.getvalue()

@@ -1,8 +1,9 @@
-"""The brief's suite alone catches the two tenant-key mutants (tests/mutants/03 and 27).
+"""The hand-in's own suite catches the tenant-key and schema mutants (tests/mutants/03, 27-29).
 
-Each patch is applied to a copy of src/ holding only tests/brief and pyproject.toml (so no
-conftest and no test from outside the brief's folder runs); there, `pytest tests/brief`
-passes without the patch and fails with it, on exactly the tests named below.
+The hand-in is built as `make take-home` builds it, into a temporary folder; each patch is
+applied there, and `python -m pytest` runs in it as a reviewer would run it (no plugin, no
+conftest, nothing of this repository's). It passes without the patch and fails with it, on
+exactly the tests named below.
 """
 
 from __future__ import annotations
@@ -19,25 +20,32 @@ ROOT = Path(__file__).resolve().parents[1]
 GIT = shutil.which("git") or "git"
 ISOLATION = "tests/brief/test_brief_isolation.py::"
 NEIGHBOURS = ISOLATION + "test_a_tenant_sees_no_key_of_a_tenant_whose_name_extends_its_own"
+DECLARATIONS = "tests/brief/test_brief_registry.py::test_the_declarations_the_model_receives"
 
 
-def brief_copy(destination: Path) -> Path:
-    """Copy the source, the brief's suite and the config into `destination`; return it."""
-    ignored = shutil.ignore_patterns("__pycache__", "*.egg-info")
-    shutil.copytree(ROOT / "src", destination / "src", ignore=ignored)
-    shutil.copytree(ROOT / "tests" / "brief", destination / "tests" / "brief", ignore=ignored)
-    shutil.copy2(ROOT / "pyproject.toml", destination / "pyproject.toml")
-    return destination
+def hand_in(destination: Path) -> Path:
+    """Build the hand-in under `destination`; return its folder."""
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "build_take_home.py"), str(destination)],
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    return destination / "take-home"
 
 
-def failed_brief_tests(tree: Path) -> tuple[int, list[str]]:
-    """Run `pytest tests/brief` in `tree`; return its status and the failed tests' ids."""
-    # Not measured: coverage would report the copy's files as the package's, uncovered.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("COVERAGE", "COV_CORE"))}
-    env["PYTHONPATH"] = str(tree / "src")
+def failed_tests(folder: Path) -> tuple[int, list[str]]:
+    """Run `python -m pytest` in the hand-in; return its status and the failed tests' ids."""
+    # Not measured, no plugin: coverage would report the copy's files as the package's.
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTHON", "COVERAGE", "COV_CORE"))
+    }
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf", "tests/brief"],
-        cwd=tree,
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rf"],
+        cwd=folder,
         env=env,
         capture_output=True,
         text=True,
@@ -48,33 +56,35 @@ def failed_brief_tests(tree: Path) -> tuple[int, list[str]]:
     return done.returncode, failed
 
 
-def test_the_brief_suite_passes_on_the_unmutated_copy(tmp_path: Path) -> None:
-    assert failed_brief_tests(brief_copy(tmp_path)) == (0, [])
+def test_the_hand_in_suite_passes_unmutated(tmp_path: Path) -> None:
+    assert failed_tests(hand_in(tmp_path)) == (0, [])
 
 
 @pytest.mark.parametrize(
     ("patch", "failed"),
     [
         pytest.param(
-            "03-tenant-split-at-first-colon.patch", [NEIGHBOURS + "[alpha]"], id="last-colon"
+            "03-tenant-split-at-first-colon.patch", [NEIGHBOURS + "[alpha]"], id="literal-prefix"
         ),
         pytest.param(
             "27-tenant-prefix-without-colon.patch",
             [NEIGHBOURS + "[alpha]", NEIGHBOURS + "[alph]"],
             id="prefix-tenant",
         ),
+        pytest.param("28-schema-drops-maximum.patch", [DECLARATIONS], id="schema-maximum"),
+        pytest.param("29-schema-allows-other-keys.patch", [DECLARATIONS], id="schema-other-keys"),
     ],
 )
-def test_the_brief_suite_alone_fails_on_the_mutant(
+def test_the_hand_in_suite_fails_on_the_mutant(
     tmp_path: Path, patch: str, failed: list[str]
 ) -> None:
-    tree = brief_copy(tmp_path)
+    folder = hand_in(tmp_path)
     applied = subprocess.run(
         [GIT, "apply", str(ROOT / "tests" / "mutants" / patch)],
-        cwd=tree,
+        cwd=folder,
         capture_output=True,
         text=True,
         check=False,
     )
     assert applied.returncode == 0, applied.stderr
-    assert failed_brief_tests(tree) == (1, failed)
+    assert failed_tests(folder) == (1, failed)

@@ -13,12 +13,10 @@ from jsonschema import Draft202012Validator
 from argument_edges import argument_objects
 from ticket_tools import (
     ArgError,
-    IdFormat,
     Records,
     TicketStore,
     Tool,
     fixture_records,
-    make_registry,
     run_tool,
 )
 from ticket_tools.arguments import parse_arguments
@@ -29,6 +27,8 @@ from ticket_tools.declarations.exports import (
     declaration_schema,
     export_declarations,
 )
+from ticket_tools.declarations.widths import make_registry
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from tool_cases import ID_ARGUMENTS, valid_arguments
 from wide_ids import SIX, widened

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from ticket_tools.catalog import make_registry
 from ticket_tools.declarations.portability import unportable_pattern
-from ticket_tools.tickets import MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
+from ticket_tools.declarations.widths import make_registry
+from ticket_tools.stores.ids import MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 UNPORTABLE = "which Python and ECMAScript read differently"
 WIDTHS = range(MIN_ID_DIGITS, MAX_ID_DIGITS + 1)

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import pytest
 
 from expected import ALPHA, FORBIDDEN, INVALID, TOOL_NAMES, UNKNOWN
+from store_cases import EVERY
 from ticket_tools import (
     Arg,
     Outcome,
@@ -86,7 +87,7 @@ DEMO_NAME = "demo_count_tool_for_tests"
 
 
 def _count(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
-    found = store.find(tenant, filter_from(args), limit=None)
+    found = store.find(tenant, filter_from(args), limit=EVERY)
     return success(count=len(found))
 
 
@@ -116,12 +117,6 @@ def test_a_third_tool_is_one_registry_entry() -> None:
     assert execute_tool(DEMO_NAME, {}, ALPHA, records) == UNKNOWN
     names = [d["name"] for d in tool_declarations(registry)]
     assert names == [*TOOL_NAMES, DEMO_NAME]
-
-
-def test_an_argument_declared_twice_raises() -> None:
-    arguments = (Arg("n", "integer", ""), Arg("m", "integer", ""), Arg("n", "string", ""))
-    with pytest.raises(ValueError, match=r"^tool 'probe': argument 'n' is declared twice$"):
-        Tool("probe", "A probe.", arguments, RecordingHandler())
 
 
 class RecordingHandler:

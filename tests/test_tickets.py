@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from ticket_tools import Arg, IdFormat
-from ticket_tools.tickets import (
-    ID_FORMAT,
-    MAX_ID_DIGITS,
-    MIN_ID_DIGITS,
-    public_view,
-    ticket_id_arg,
-)
+from ticket_tools import Arg
+from ticket_tools.tickets import public_view, ticket_id_arg
 
 
 @pytest.mark.parametrize(
@@ -42,123 +36,3 @@ def test_public_view_copies_the_three_public_fields_only() -> None:
     assert view == {"id": "TKT-101", "title": "Login", "status": "open"}
     view["title"] = "changed"
     assert stored["title"] == "Login"
-
-
-@pytest.mark.parametrize(
-    ("digits", "pattern", "length", "example", "rule"),
-    [
-        pytest.param(
-            3,
-            "TKT-[0-9]{3}",
-            7,
-            "TKT-104",
-            "a ticket ID: TKT- followed by exactly three digits, such as TKT-104",
-            id="three-the-brief",
-        ),
-        pytest.param(
-            6,
-            "TKT-[0-9]{6}",
-            10,
-            "TKT-000104",
-            "a ticket ID: TKT- followed by exactly six digits, such as TKT-000104",
-            id="six",
-        ),
-        pytest.param(
-            18,
-            "TKT-[0-9]{18}",
-            22,
-            "TKT-000000000000000104",
-            "a ticket ID: TKT- followed by exactly eighteen digits, such as TKT-000000000000000104",
-            id="eighteen-the-widest",
-        ),
-    ],
-)
-def test_an_id_format_says_its_width_everywhere(
-    digits: int, pattern: str, length: int, example: str, rule: str
-) -> None:
-    id_format = IdFormat(digits)
-    assert (id_format.pattern, id_format.length, id_format.example, id_format.rule) == (
-        pattern,
-        length,
-        example,
-        rule,
-    )
-
-
-def test_the_default_id_format_is_the_briefs() -> None:
-    assert (
-        IdFormat(3),
-        "TKT-[0-9]{3}",
-        7,
-        "a ticket ID: TKT- followed by exactly three digits, such as TKT-104",
-    ) == (ID_FORMAT, ID_FORMAT.pattern, ID_FORMAT.length, ID_FORMAT.rule)
-
-
-def test_every_allowed_width_has_its_word() -> None:
-    words = [IdFormat(digits).shape for digits in range(MIN_ID_DIGITS, MAX_ID_DIGITS + 1)]
-    assert words == [
-        f"TKT- followed by exactly {word} digits"
-        for word in [
-            "three",
-            "four",
-            "five",
-            "six",
-            "seven",
-            "eight",
-            "nine",
-            "ten",
-            "eleven",
-            "twelve",
-            "thirteen",
-            "fourteen",
-            "fifteen",
-            "sixteen",
-            "seventeen",
-            "eighteen",
-        ]
-    ]
-
-
-@pytest.mark.parametrize(
-    "digits",
-    [
-        pytest.param(2, id="below-three"),
-        pytest.param(19, id="above-eighteen"),
-        pytest.param(0, id="zero"),
-        pytest.param(True, id="bool"),
-        pytest.param(6.0, id="float"),
-        pytest.param("6", id="str"),
-    ],
-)
-def test_a_width_outside_three_to_eighteen_raises(digits: object) -> None:
-    with pytest.raises(ValueError, match=r"^id digits: an integer from 3 to 18\Z"):
-        IdFormat(cast(int, digits))
-
-
-@pytest.mark.parametrize(
-    ("digits", "text", "matches"),
-    [
-        pytest.param(3, "TKT-104", True, id="three-match"),
-        pytest.param(3, "TKT-000104", False, id="three-wider"),
-        pytest.param(6, "TKT-000104", True, id="six-match"),
-        pytest.param(6, "TKT-104", False, id="six-narrower"),
-        pytest.param(6, "TKT-0001040", False, id="six-seven-digits"),
-        pytest.param(6, "TKT-000104\n", False, id="six-trailing-newline"),
-        pytest.param(6, "TKT-\u0660\u0660\u0660\u0661\u0660\u0664", False, id="six-arabic-digits"),
-        pytest.param(6, "tkt-000104", False, id="six-lowercase"),
-    ],
-)
-def test_an_id_format_matches_its_width_only(digits: int, text: str, matches: bool) -> None:
-    assert IdFormat(digits).matches(text) is matches
-
-
-def test_ticket_id_arg_takes_the_width() -> None:
-    assert ticket_id_arg("cursor", "Where.", id_format=IdFormat(6)) == Arg(
-        name="cursor",
-        type="string",
-        description="Where.",
-        min_length=10,
-        max_length=10,
-        pattern="TKT-[0-9]{6}",
-        pattern_rule="a ticket ID: TKT- followed by exactly six digits, such as TKT-000104",
-    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ticket_tools.arguments import ArgError, ArgValue, parse_arguments
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.registry import Tool
-from ticket_tools.tickets import ID_FORMAT, IdFormat
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 
 
 def id_arguments(tool: Tool, id_format: IdFormat = ID_FORMAT) -> tuple[str, ...]:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ticket_tools import IdFormat, fixture_records
+from ticket_tools import fixture_records
+from ticket_tools.stores.ids import IdFormat
 
 SIX = IdFormat(6)
 

@@ -49,9 +49,10 @@ from load.supervise import Supervisor, say
 from testkit import titles
 from testkit.server import serve_http_command, wait_for_address
 from testkit.tokens import Issuer
+from ticket_tools.serve.bodies import MAX_BODY_BYTES
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.records import StoredRow
-from ticket_tools.tickets import IdFormat
 
 HEAVY_TICKETS = 200_000
 ID_DIGITS = 6
@@ -65,7 +66,7 @@ SESSION_PHASE_SECONDS = 6.0
 PACED_CALLS_PER_SECOND = 10.0  # Q's own pace: within its subject's default 20/s
 NEWCOMER_EVERY_SECONDS = 0.25
 SLOW_BODIES = 16
-SLOW_BODY_BYTES = 4 * 1024 * 1024  # the SDK's body limit: the largest body it reads whole
+SLOW_BODY_BYTES = MAX_BODY_BYTES  # the largest body the server reads (past it: 413 at once)
 SLOW_BODY_BYTE_SECONDS = 0.5
 SIGTERM_ROUNDS = 3
 SIGTERM_STORE_TIMEOUT = "30"  # past the grace: the waiting call is cut off by the drain

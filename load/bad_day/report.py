@@ -16,6 +16,11 @@ DEADLINE_SECONDS = 2.0  # the replicas' --store-timeout: the default
 GRACE_SECONDS = 3.0  # the replicas' --grace: the default
 
 
+def is_refusal(code: str) -> bool:
+    """Say whether an answer code is a limit's refusal: an HTTP error, or rate_limited."""
+    return code.startswith("http ") or code == "rate_limited"
+
+
 def problems(figures: Figures | None) -> list[str]:
     """Return what went wrong beyond timings: refusals of Q, wrong answers, a bad exit."""
     if not figures:
@@ -35,6 +40,18 @@ def problems(figures: Figures | None) -> list[str]:
             found.append(f"bad day: {label} got {wrong}")
     for kind in ("lock", "stop"):
         found += _stall_problems(kind, figures.get(f"stall_{kind}"))
+    per_call = sessions.get("per_call_host")
+    if per_call is not None:
+        wrong = {
+            code: n
+            for part in ("walk_codes", "at_once_codes")
+            for code, n in per_call[part].items()
+            if code != "ok"
+        }
+        if wrong or per_call["odd_statuses"]:
+            found.append(
+                f"bad day: a session-per-call host got {wrong}, statuses {per_call['odd_statuses']}"
+            )
     if sessions.get("newcomer_failures"):
         found.append(f"bad day: Q's new sessions failed: {sessions['newcomer_failures']}")
     for r in figures.get("sigterm", {}).get("rounds", []):
@@ -157,8 +174,9 @@ def rows(figures: Figures | None) -> list[tuple[str, str, str, str]]:
             "(bounded)",
             None,
         )
+        out += _per_call_rows(sessions.get("per_call_host"))
         burst = sessions["burst_codes"]
-        refused_calls = sum(n for code, n in burst.items() if code.startswith("http "))
+        refused_calls = sum(n for code, n in burst.items() if is_refusal(code))
         row(
             "the bursting token: calls answered, refused",
             f"{sum(burst.values()) - refused_calls}, {refused_calls}",
@@ -198,3 +216,21 @@ def render(figures: Figures | None) -> str:
     for r in table:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, [*widths, 0], strict=True)).rstrip())
     return "\n".join(lines)
+
+
+def _per_call_rows(per_call: Figures | None) -> list[tuple[str, str, str, str]]:
+    """The session-per-call host's row (issue 32): every call answered, no refusal."""
+    if per_call is None:
+        return []
+    walk, at_once = per_call["walk_codes"], per_call["at_once_codes"]
+    answered = walk.get("ok", 0) + at_once.get("ok", 0)
+    asked = sum(walk.values()) + sum(at_once.values())
+    met = answered == asked and not per_call["odd_statuses"]
+    return [
+        (
+            "a session-per-call host, default limits: 40 pages, then 10 at once: answered",
+            f"{answered} of {asked}",
+            "all",
+            "met" if met else "NOT met",
+        )
+    ]

@@ -75,6 +75,32 @@ class Client:
         headers = {key.lower(): value for key, value in response.getheaders()}
         return response.status, body, time.perf_counter() - started, headers
 
+    def request(self, method: str) -> int:
+        """Send a bodiless request (DELETE); return its status (0: no answer)."""
+        try:
+            self._connection.request(method, self._path, headers=self.headers)
+            response = self._connection.getresponse()
+            response.read()
+        except (OSError, http.client.HTTPException):
+            self._connection.close()
+            return 0
+        return response.status
+
+    def stream(self) -> tuple[int, http.client.HTTPConnection]:
+        """Open the session's GET stream on a connection of its own; return its status and it.
+
+        The stream is not read: close the connection to end it.
+        """
+        host, port = self._connection.host, self._connection.port
+        connection = http.client.HTTPConnection(host, port, timeout=CLIENT_TIMEOUT_SECONDS)
+        try:
+            connection.request(
+                "GET", self._path, headers={**self.headers, "Accept": "text/event-stream"}
+            )
+            return connection.getresponse().status, connection
+        except (OSError, http.client.HTTPException):
+            return 0, connection
+
     def close(self) -> None:
         """Close the connection."""
         self._connection.close()
@@ -84,7 +110,8 @@ def answer_code(status: int, body: bytes) -> str:
     """Name what a JSON-RPC answer was: ok, a tool failure's code, a protocol error, a status.
 
     200 {"result": {"structuredContent": {"ok": false, "code": "unavailable"}}} -> "unavailable";
-    200 {"error": {"code": -32602}} -> "-32602"; a 429 -> "http 429".
+    200 {"error": {"code": -32602}} -> "-32602"; a 429 -> "http 429"; a tool call over its
+    rate -> "rate_limited".
     """
     if status != 200:
         return f"http {status}"

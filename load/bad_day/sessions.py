@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from load.bad_day.day import (
     CLIENTS,
@@ -17,11 +19,16 @@ from load.bad_day.day import (
     Server,
 )
 from load.bad_day.elsewhere import elsewhere, lagging
+from load.bad_day.report import Figures, is_refusal
 from load.bad_day.rpc import (
     INITIALIZE,
+    INITIALIZED,
+    LIST,
+    PROTOCOL_VERSION,
     Client,
     Loop,
     answer_code,
+    call,
     codes,
     open_session,
     results,
@@ -39,6 +46,7 @@ def sessions(day: Day) -> None:
     """Q's p50 and new sessions while one token floods sessions, then bursts calls."""
     server = day.server("sessions")  # sessions on, the default rate limits
     try:
+        per_call = _per_call_host(server.url, day.token("q", "per-call"))
         rss_before = rss_kib(server.process.pid)
         alone = _paced(day, server, "alone")
         with lagging() as lag_alone:
@@ -81,9 +89,10 @@ def sessions(day: Day) -> None:
         "flood_first_refusal_s": first_refusal,
         "newcomer_sessions": newcomers.opened + burst_newcomers.opened,
         "newcomer_failures": dict(sorted((newcomers.failed + burst_newcomers.failed).items())),
+        "per_call_host": per_call,
         "burst_codes": burst_codes,
         "burst_answered_per_s": round(
-            sum(n for code, n in burst_codes.items() if not code.startswith("http "))
+            sum(n for code, n in burst_codes.items() if not is_refusal(code))
             / SESSION_PHASE_SECONDS,
             1,
         ),
@@ -92,6 +101,68 @@ def sessions(day: Day) -> None:
             None if kib is None else round(kib / 1024, 1) for kib in (rss_before, rss_after)
         ],
     }
+
+
+PER_CALL_PAGES = 40  # docs/operations.md: a page walk of 40 pages fits in one burst
+PER_CALL_AT_ONCE = 10
+# What each of a session-per-call host's six requests is answered: initialize, initialized,
+# the GET stream, tools/call, tools/list, DELETE.
+PER_CALL_STATUSES = (200, 202, 200, 200, 200, 200)
+
+
+def _per_call_host(url: str, token: str) -> Figures:
+    """One subject as langchain-mcp-adapters calls by default: a session per tool call.
+
+    PER_CALL_PAGES pages of Q's tickets one after another, then PER_CALL_AT_ONCE calls at
+    once, against the default limits (issue 32): each call's answer code, and each session's
+    statuses when they are not PER_CALL_STATUSES.
+    """
+    walk: Counter[str] = Counter()
+    odd: Counter[str] = Counter()
+    cursor = None
+    for _ in range(PER_CALL_PAGES):
+        args: dict[str, object] = {"limit": 1} if cursor is None else {"limit": 1, "cursor": cursor}
+        statuses, code, body = _one_call(url, token, call("search_tickets", args))
+        walk[code] += 1
+        if statuses != PER_CALL_STATUSES:
+            odd[str(statuses)] += 1
+        cursor = body.get("next_cursor")
+    with ThreadPoolExecutor(PER_CALL_AT_ONCE) as pool:
+        at_once = list(pool.map(lambda _: _one_call(url, token, GET), range(PER_CALL_AT_ONCE)))
+    for statuses, _, _ in at_once:
+        if statuses != PER_CALL_STATUSES:
+            odd[str(statuses)] += 1
+    return {
+        "walk_codes": dict(walk),
+        "at_once_codes": dict(Counter(code for _, code, _ in at_once)),
+        "odd_statuses": dict(odd),
+    }
+
+
+def _one_call(
+    url: str, token: str, message: dict[str, object]
+) -> tuple[tuple[int, ...], str, dict[str, object]]:
+    """One tool call in a session of its own; return the statuses, its code, its result."""
+    client = Client(url, token)
+    statuses = []
+    status, _, _, headers = client.post(INITIALIZE)
+    statuses.append(status)
+    client.headers["Mcp-Session-Id"] = headers.get("mcp-session-id", "")
+    client.headers["Mcp-Protocol-Version"] = PROTOCOL_VERSION
+    statuses.append(client.post(INITIALIZED)[0])
+    stream_status, stream = client.stream()
+    statuses.append(stream_status)
+    status, body, _, _ = client.post(message)
+    statuses.append(status)
+    statuses.append(client.post(LIST)[0])
+    statuses.append(client.request("DELETE"))
+    stream.close()
+    client.close()
+    code = answer_code(status, body)
+    structured: dict[str, object] = {}
+    if status == 200:
+        structured = json.loads(body).get("result", {}).get("structuredContent") or {}
+    return tuple(statuses), code, structured
 
 
 def _paced(day: Day, server: Server, name: str) -> list[Loop]:

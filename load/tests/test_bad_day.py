@@ -89,7 +89,12 @@ FIGURES: dict[str, Any] = {
         "flood_refused": {"http 429 session cap": 900},
         "newcomer_sessions": 40,
         "newcomer_failures": {},
-        "burst_codes": {"http 429": 700, "not_found": 38},
+        "per_call_host": {
+            "walk_codes": {"ok": 40},
+            "at_once_codes": {"ok": 10},
+            "odd_statuses": {},
+        },
+        "burst_codes": {"rate_limited": 650, "http 429": 50, "not_found": 38},
         "q_codes": {"ok": 300},
     },
     "sigterm": {
@@ -151,6 +156,12 @@ def test_each_target_is_judged_met_or_not() -> None:
             "(bounded)",
             "-",
         ),
+        (
+            "a session-per-call host, default limits: 40 pages, then 10 at once: answered",
+            "50 of 50",
+            "all",
+            "met",
+        ),
         ("the bursting token: calls answered, refused", "38, 700", "(bounded)", "-"),
         ("Q's new sessions meanwhile: opened, failed", "40, 0", "0 failed", "met"),
         (
@@ -175,12 +186,16 @@ def test_a_missed_timing_is_no_problem_but_a_wrong_answer_is() -> None:
     wrong["stall_lock"]["getter_codes"]["-32603"] = 2
     wrong["stall_lock"]["readyz_200_after_s"] = None
     wrong["sessions"]["newcomer_failures"] = {"a session could not be opened: HTTP 429": 1}
+    wrong["sessions"]["per_call_host"]["walk_codes"] = {"ok": 7, "http 429": 33}
+    wrong["sessions"]["per_call_host"]["odd_statuses"] = {"(200, 202, 200, 429, 200, 429)": 33}
     wrong["sigterm"]["rounds"].append({"exit_s": 9.0, "status": 1, "answer": "no answer"})
     assert bad_day_report.problems(wrong) == [
         "bad day: noisy neighbour: Q got {'-32603': 1}",
         "bad day: lock: calls that need no store got ['http 503']",
         "bad day: lock: store calls got ['-32603']",
         "bad day: lock: /readyz did not turn 503 and back to 200",
+        "bad day: a session-per-call host got {'http 429': 33}, statuses"
+        " {'(200, 202, 200, 429, 200, 429)': 33}",
         "bad day: Q's new sessions failed: {'a session could not be opened: HTTP 429': 1}",
         "bad day: a SIGTERM round exited 1, answer no answer",
     ]

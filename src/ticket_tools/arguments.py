@@ -1,18 +1,17 @@
 """Tool arguments, declared once as data.
 
 Both the runtime check (`parse_arguments`) and the JSON Schema the model reads
-(`object_schema`) are derived from the same `Arg` records, so they cannot drift.
+(`object_schema`) are derived from the same `Arg` records, so each rule is written once.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Literal, get_args
+from dataclasses import dataclass
+from typing import Literal
 
 ArgType = Literal["string", "integer"]
-ARG_TYPES: tuple[ArgType, ...] = get_args(ArgType)
 ArgValue = str | int
 Arguments = Mapping[str, ArgValue]
 """Parsed arguments: every present value checked, defaults filled in."""
@@ -38,11 +37,7 @@ class Arg:
     max_length: int | None = None
     """For strings: the most code points allowed."""
     pattern: str | None = None
-    """For strings: a regular expression the whole value must match.
-
-    Written in the syntax Python and ECMAScript share, without anchors
-    (`ticket_tools.declarations.portability` checks every registered one).
-    """
+    """For strings: a regular expression the whole value must match, without anchors."""
     pattern_rule: str = ""
     """How the pattern reads to a model; required with a pattern."""
     minimum: int | None = None
@@ -50,41 +45,17 @@ class Arg:
     maximum: int | None = None
     """For integers: the largest value allowed."""
 
-    def __post_init__(self) -> None:
-        # Checked when declared, so a declaration whose schema and check could
-        # disagree never reaches a model: it fails at import.
-        problem = self._declaration_problem()
-        if problem is not None:
-            raise ValueError(f"{self.name}: {problem}")
-
-    def _declaration_problem(self) -> str | None:
-        """Name the first way this declaration is incoherent, or return None."""
-        if self.type not in ARG_TYPES:
-            return 'type must be "string" or "integer"'
-        inapplicable = _STRING_KEYWORDS if self.type == "integer" else _INTEGER_KEYWORDS
-        for keyword in inapplicable:
-            if getattr(self, keyword) != _UNSET[keyword]:
-                return f"{keyword} does not apply to {_A_TYPE[self.type]}"
-        if self.type == "integer":
-            problem = _bounds_problem("minimum", self.minimum, "maximum", self.maximum)
-        else:
-            problem = (
-                _bounds_problem("min_length", self.min_length, "max_length", self.max_length)
-                or _enum_problem(self)
-                or _pattern_problem(self)
-            )
-        return problem or _default_problem(self)
-
     @property
     def rule(self) -> str:
         """Describe, for the model, what a valid value is (never what it was given)."""
+        # Each integer and each free-text argument of these tools has both its bounds.
         if self.type == "integer":
-            return "an integer" + _range_phrase(self.minimum, self.maximum, "from", "")
+            return f"an integer from {self.minimum} to {self.maximum}"
         if self.enum:
             return "one of " + ", ".join(f'"{value}"' for value in self.enum)
         if self.pattern is not None:
             return self.pattern_rule
-        return "a string" + _range_phrase(self.min_length, self.max_length, "of", " characters")
+        return f"a string of {self.min_length} to {self.max_length} characters"
 
     def parse(self, value: object) -> ArgValue | None:
         """Return the checked value, or None when it breaks this argument's rule."""
@@ -135,80 +106,6 @@ class Arg:
         )
         schema.update((keyword, value) for keyword, value in keywords if value is not None)
         return schema
-
-
-def _range_phrase(low: int | None, high: int | None, lead: str, unit: str) -> str:
-    if low is not None and high is not None:
-        return f" {lead} {low} to {high}{unit}"
-    if low is not None:
-        return f" of at least {low}{unit}"
-    if high is not None:
-        return f" of at most {high}{unit}"
-    return ""
-
-
-# The keywords each type reads. One set on the other type would reach the schema
-# while the check ignores it.
-_STRING_KEYWORDS = ("enum", "min_length", "max_length", "pattern", "pattern_rule")
-_INTEGER_KEYWORDS = ("minimum", "maximum")
-_UNSET = {field.name: field.default for field in fields(Arg)}
-_A_TYPE: dict[str, str] = {"string": "a string", "integer": "an integer"}
-
-
-def _bounds_problem(low_name: str, low: int | None, high_name: str, high: int | None) -> str | None:
-    for name, bound in ((low_name, low), (high_name, high)):
-        # A bool is an int in Python, but `true` is no bound in a JSON Schema.
-        if bound is not None and type(bound) is not int:
-            return f"{name} must be an integer"
-        if bound is not None and name.endswith("_length") and bound < 0:
-            return f"{name} must not be negative"
-    if low is not None and high is not None and low > high:
-        return f"{low_name} {low} is above {high_name} {high}: no value would be valid"
-    return None
-
-
-def _enum_problem(arg: Arg) -> str | None:
-    # A tuple keeps the declaration hashable and immutable; a list would be neither.
-    if type(arg.enum) is not tuple:
-        return "enum must be a tuple"
-    if not arg.enum:
-        return None
-    if any(type(value) is not str for value in arg.enum):
-        return "enum values must be strings"
-    if len(set(arg.enum)) != len(arg.enum):
-        return "enum lists a value twice"
-    # The rule a model reads names the values only: a bound that rejects one of
-    # them would go unsaid.
-    if arg.min_length is not None or arg.max_length is not None or arg.pattern is not None:
-        return "enum excludes min_length, max_length and pattern"
-    return None
-
-
-def _pattern_problem(arg: Arg) -> str | None:
-    if arg.pattern is None:
-        return "pattern_rule needs a pattern" if arg.pattern_rule else None
-    # A schema pattern is anchored with ^...$, and in Python's `re` (which
-    # jsonschema uses) `$` also matches before a trailing newline. A length
-    # bound is what keeps "TKT-104\n" out under every validator.
-    if arg.max_length is None or not arg.pattern_rule:
-        return "a pattern needs max_length and pattern_rule"
-    try:
-        re.compile(arg.pattern)
-    except re.error:
-        return "pattern is not a regular expression"
-    return None
-
-
-def _default_problem(arg: Arg) -> str | None:
-    if arg.default is None:
-        return None
-    if arg.required:
-        return "a required argument takes no default"
-    parsed = arg.parse(arg.default)
-    # The type too: 5.0 parses as 5, and the schema would carry 5.0.
-    if parsed is None or type(parsed) is not type(arg.default):
-        return f"default {arg.default!r} is not {arg.rule}"
-    return None
 
 
 @dataclass(frozen=True)

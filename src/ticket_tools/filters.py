@@ -22,7 +22,7 @@ def title_contains(title: str, text: str) -> bool:
     """Return whether `title`, lowercased, contains `text`, lowercased (the contract's rule).
 
     Python's `str.lower()` and a literal substring test: no wildcards, no trimming.
-    A store that filters elsewhere (SQL) must give exactly these answers.
+    A store that filters elsewhere (a database) must give exactly these answers.
     """
     return text.lower() in title.lower()
 

@@ -26,13 +26,6 @@ class Tool:
     handler: Handler
     """Called only after the arguments parsed and read permission was granted."""
 
-    def __post_init__(self) -> None:
-        names = [arg.name for arg in self.arguments]
-        # The schema would keep one property of a repeated name, the check both.
-        repeated = sorted({name for name in names if names.count(name) > 1})
-        if repeated:
-            raise ValueError(f"tool {self.name!r}: argument {repeated[0]!r} is declared twice")
-
 
 class ToolRegistry:
     """An exact-name, case-sensitive map from tool name to tool."""

@@ -1,8 +1,7 @@
 """The brief's tables written out by hand: the fixture store, its three contexts, A1-A13.
 
-Nothing here is computed by the code under test. The brief suite (this folder) reads it,
-and so do the multi-store suites in tests/ (through `expected.py` and `test_acceptance.py`),
-so every expected result is written once, here.
+Nothing here is computed by the code under test: every expected result is written once,
+here, and the tests and `make run` read it.
 """
 
 from __future__ import annotations

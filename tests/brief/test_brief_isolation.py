@@ -140,20 +140,9 @@ def test_no_argument_reaches_another_tenant(
     assert call("search_tickets", args, ALPHA) == expected
 
 
-def test_beta_is_not_changed_by_what_alpha_holds() -> None:
-    records = fixture_records()
-    before = call("search_tickets", {"limit": 10}, BETA, records)
-    del records["alpha:TKT-104"]
-    records["alpha:TKT-100"] = {"id": "TKT-100", "title": "Refund forged", "status": "open"}
-    assert call("search_tickets", {"limit": 10}, BETA, records) == before
-    assert call("search_tickets", {"cursor": "TKT-100", "limit": 1}, BETA, records) == page(
-        BETA_T103, next_cursor="TKT-103"
-    )
-
-
 # Tenants whose names run on from alpha's: "alphabet" starts with "alpha" (the key's ":"
-# is part of the prefix), and "alpha:x" is "alpha" and ":" (a key belongs to the tenant
-# before its last ":", README "Decisions").
+# is part of the prefix), and "alpha:x" starts with "alpha:". A key belongs to the tenant
+# before its last ":", so neither is alpha's (README, "Deviation from the brief").
 ALPHABET_T001 = {"id": "TKT-001", "title": "Alphabet order lost", "status": "open"}
 ALPHA_X_T002 = {"id": "TKT-002", "title": "Colon tenant export", "status": "open"}
 
@@ -236,18 +225,6 @@ def test_records_args_and_context_are_never_modified(
     call(name, args, context, records)
     assert (records, args, context) == kept
     assert list(records) == list(kept[0])
-
-
-def test_results_are_fresh_dicts() -> None:
-    records = fixture_records()
-    got = call("get_ticket", {"ticket_id": "TKT-104"}, ALPHA, records)
-    found = call("search_tickets", {"limit": 10}, ALPHA, records)
-    stored = list(records.values())
-    shown = [got["ticket"], *found["tickets"]]  # type: ignore[misc]
-    assert [any(t is s for s in stored) for t in shown] == [False] * len(shown)
-    again = call("search_tickets", {"limit": 10}, ALPHA, records)
-    assert again == found
-    assert again["tickets"] is not found["tickets"]
 
 
 def test_changing_a_result_changes_nothing() -> None:

@@ -16,7 +16,8 @@ such class, and each edge where an inclusive or off-by-one comparison would show
 whole cross product (2 tenants, 30 filters, 10 limits, 20 starts) runs on those. Beyond
 the argument, every one of the 1,000 ids TKT-000..TKT-999 is also walked as a start, at
 the default limit without filters (the full product over all 1,000 would be 50 times as
-many walks for no class not already covered).
+many walks for no class not already covered). Last, a ticket added during a walk: seen
+ahead of the cursor, not behind it.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 import pytest
 
 from brief_calls import Records, call
-from brief_table import ALPHA, BETA, page
+from brief_table import ALPHA, BETA, T101, T102, T104, page
 from ticket_tools import fixture_records
 
 STATUSES = (None, "open", "closed")
@@ -50,8 +51,10 @@ def brief_search(
     cursor: str | None,
 ) -> list[dict[str, str]]:
     """Return every ticket the brief's search steps 1-4 keep; step 5 cuts it into pages."""
-    # 1. Only the tickets whose store key starts with the trusted tenant followed by ":".
-    tickets = [ticket for key, ticket in records.items() if key.startswith(tenant + ":")]
+    # 1. Only the trusted tenant's tickets: the keys whose part before the last ":" is the
+    #    tenant. Step 1 says "starts with the tenant followed by :"; on these records the
+    #    two agree, and where they do not, this is the rule (README, "Deviation from the brief").
+    tickets = [ticket for key, ticket in records.items() if key.rpartition(":")[0] == tenant]
     # 2. Sorted by id, ascending.
     tickets.sort(key=lambda ticket: ticket["id"])
     # 3. Status, then the title lowercased containing the query lowercased.
@@ -120,3 +123,16 @@ def test_walk_from_every_id_at_the_default_limit(context: Mapping[str, object]) 
         matches = brief_search(records, tenant, None, None, start)
         pages = walk(records, context, {}, start)
         assert pages == expected_pages(matches, DEFAULT_LIMIT), f"start {start}"
+
+
+def test_a_walk_sees_a_ticket_added_ahead_of_its_cursor_and_not_one_behind() -> None:
+    # Pages are read at call time, by position: nothing repeats, nothing behind is revisited.
+    records = fixture_records()
+    first = call("search_tickets", {"limit": 2}, ALPHA, records)
+    assert first == page(T101, T102, next_cursor="TKT-102")
+    records["alpha:TKT-100"] = {"id": "TKT-100", "title": "Added behind", "status": "open"}
+    records["alpha:TKT-103"] = {"id": "TKT-103", "title": "Added ahead", "status": "open"}
+    added = {"id": "TKT-103", "title": "Added ahead", "status": "open"}
+    assert call("search_tickets", {"limit": 2, "cursor": "TKT-102"}, ALPHA, records) == page(
+        added, T104, next_cursor="TKT-104"
+    )

@@ -4,8 +4,9 @@ The arguments table of the brief, rule by rule: args a plain object; no key outs
 status, query, limit, cursor (tenant included, even the trusted tenant's own name); null
 never a value; status "open" or "closed"; query 1 to 40 characters, used as given; limit
 an integer 1 to 10 (no booleans, fractions or numeric strings), 5 when absent; cursor a
-ticket ID. Then the order of checks: unknown_tool, invalid_arguments, forbidden; and a
-search never answers not_found. Every result is asserted whole.
+ticket ID. Then the order of checks: unknown_tool, invalid_arguments, forbidden; a search
+never answers not_found; and the sentence `run_tool` gives a host beside a failure names the
+rule, never the value. Every result is asserted whole.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Mapping
 
 import pytest
 
-from brief_calls import call
+from brief_calls import call, detail
 from brief_table import (
     ALPHA,
     ALPHA_NO_READ,
@@ -33,6 +34,7 @@ from brief_table import (
     fail,
     page,
 )
+from ticket_tools.catalog import REGISTRY
 
 INVALID = fail("invalid_arguments")
 
@@ -93,20 +95,15 @@ def search(args: object, context: Mapping[str, object] = ALPHA) -> object:
         pytest.param({"limit": True}, id="limit-true"),
         pytest.param({"limit": False}, id="limit-false"),
         pytest.param({"limit": [5]}, id="limit-list"),
-        # cursor: a ticket ID in the get_ticket format.
+        # cursor: a ticket ID in the get_ticket format (its every edge: test_brief_get_ticket).
         pytest.param({"cursor": ""}, id="cursor-empty"),
         pytest.param({"cursor": "TKT-10"}, id="cursor-two-digits"),
         pytest.param({"cursor": "TKT-1000"}, id="cursor-four-digits"),
-        pytest.param({"cursor": "TKT-"}, id="cursor-no-digits"),
         pytest.param({"cursor": "tkt-104"}, id="cursor-lowercase"),
-        pytest.param({"cursor": "TKT104"}, id="cursor-no-dash"),
-        pytest.param({"cursor": "TKT-10a"}, id="cursor-letter"),
-        pytest.param({"cursor": " TKT-104"}, id="cursor-leading-space"),
         pytest.param({"cursor": "TKT-104\n"}, id="cursor-trailing-newline"),
         pytest.param({"cursor": "TKT-١٠٤"}, id="cursor-arabic-indic-digits"),
         pytest.param({"cursor": "beta:TKT-104"}, id="cursor-store-key"),
         pytest.param({"cursor": 104}, id="cursor-number"),
-        pytest.param({"cursor": 5}, id="cursor-offset"),
         # One bad value among valid ones still fails.
         pytest.param({"status": "open", "query": "login", "limit": 11}, id="one-bad-of-three"),
     ],
@@ -127,8 +124,8 @@ def test_a_failing_value_per_rule(args: object) -> None:
             {"limit": 6}, page(*ALPHA_TICKETS[:6], next_cursor="TKT-112"), id="limit-one-short"
         ),
         pytest.param({"limit": 7}, page(*ALPHA_TICKETS, next_cursor=None), id="limit-exact"),
-        # JSON has one number type: 2.0 is the integer 2, not a fraction
-        # (docs/input-rules.md; the brief is silent on integral floats).
+        # JSON has one number type: 2.0 is the integer 2, not a fraction (the brief is
+        # silent on integral floats; README, "Decisions").
         pytest.param({"limit": 2.0}, page(T101, T102, next_cursor="TKT-102"), id="limit-2.0"),
         # query: 1 and 40 characters are valid (0 and 41 are above), used as given.
         pytest.param({"query": "z"}, page(T112, next_cursor=None), id="query-1-char"),
@@ -254,3 +251,63 @@ def test_checks_run_in_order(
 )
 def test_a_search_never_answers_not_found(args: object, context: Mapping[str, object]) -> None:
     assert search(args, context) == page(next_cursor=None)
+
+
+ID_RULE = "a ticket ID: TKT- followed by exactly three digits, such as TKT-104"
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "context", "sentence"),
+    [
+        pytest.param(
+            "search_tickets", {"limit": 11}, ALPHA, "limit: an integer from 1 to 10", id="limit-11"
+        ),
+        pytest.param(
+            "search_tickets",
+            {"query": ""},
+            ALPHA,
+            "query: a string of 1 to 40 characters",
+            id="query-0",
+        ),
+        pytest.param(
+            "search_tickets", {"status": "x"}, ALPHA, 'status: one of "open", "closed"', id="status"
+        ),
+        pytest.param(
+            "search_tickets", {"cursor": "beta:TKT-104"}, ALPHA, f"cursor: {ID_RULE}", id="cursor"
+        ),
+        pytest.param("get_ticket", {}, ALPHA, f"ticket_id: required, {ID_RULE}", id="no-ticket_id"),
+        pytest.param(
+            "search_tickets",
+            {"<b>secret</b>": 1},
+            ALPHA,
+            "the only arguments accepted are: status, query, limit, cursor",
+            id="unknown-key-not-named",
+        ),
+        pytest.param(
+            "search_tickets", [], ALPHA, "the arguments must be a JSON object", id="args-array"
+        ),
+        pytest.param(
+            "search_tickets", {}, ALPHA_NO_READ, "this session may not read tickets", id="forbidden"
+        ),
+        pytest.param(
+            "Search_Tickets",
+            {},
+            ALPHA,
+            "unknown tool; the tools are: " + ", ".join(tool.name for tool in REGISTRY),
+            id="unknown-tool",
+        ),
+        pytest.param(
+            "get_ticket",
+            {"ticket_id": "TKT-103"},
+            ALPHA,
+            "no ticket with that ID is visible in this session",
+            id="not-found",
+        ),
+        pytest.param("search_tickets", {}, ALPHA, None, id="success-has-none"),
+    ],
+)
+def test_a_failure_tells_a_host_the_rule_never_the_value(
+    name: str, args: object, context: Mapping[str, object], sentence: str | None
+) -> None:
+    # The result keeps the bare code; run_tool's sentence beside it names the rule broken.
+    assert detail(name, args, context) == sentence

@@ -30,12 +30,13 @@ from ticket_tools.cli.apply import (
     Progress,
     apply_feed,
 )
+from ticket_tools.cli.signals import Terminated
 from ticket_tools.stores.feed import MAX_LINE_BYTES, Change, Counts
+from ticket_tools.stores.ids import ID_FORMAT
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.schema import describe
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.writer import SQLiteWriter
-from ticket_tools.tickets import ID_FORMAT
 from wide_ids import SIX, widened
 
 Captured = pytest.CaptureFixture[str]
@@ -146,6 +147,11 @@ MALFORMED = [
         upsert("alpha:TKT-101", 2).replace(', "status": "open"', ""),
         "id, title and status must be strings of valid Unicode",
         id="ticket-missing-a-field",
+    ),
+    pytest.param(
+        upsert("alpha:TKT-101", 2, status="Open"),
+        'the status is not "open" or "closed"',
+        id="status-capitalised",
     ),
 ]
 
@@ -506,7 +512,9 @@ def test_a_nul_is_refused_by_line_on_postgres(
     feed = write_feed(
         tmp_path / "feed.jsonl", [delete("alpha:TKT-101", 1), upsert("alpha:TKT-102", 2, "a\x00b")]
     )
-    assert main(["apply", str(feed), "--postgres", pg["owner"]]) == 2
+    # A cleaned title loses its NUL (a control); a raw one keeps it, and is refused.
+    argv = ["apply", str(feed), "--postgres", pg["owner"], "--raw-titles"]
+    assert main(argv) == 2
     assert capsys.readouterr() == (
         "",
         f"ticket-tools: {feed} line 2: PostgreSQL text cannot hold a NUL character\n",
@@ -615,7 +623,7 @@ def test_apply_with_id_digits_on_postgres(
     )
     assert main(["apply", str(feed), "--postgres", owner, "--id-digits", "6"]) == 0
     assert capsys.readouterr().out == (
-        f"applied 1 changes from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
+        f"applied 1 change from {feed} to {describe(owner)}: 0 upserted, 1 deleted, 0 stale\n"
     )
 
 
@@ -669,7 +677,7 @@ def test_dead_letters_apply_the_rest_and_exit_3(
     fixed = write_feed(tmp_path / "fixed.jsonl", [delete("alpha:TKT-103", 1)])
     assert main(["apply", str(fixed), "--db", str(database), "--dead-letter", str(letters)]) == 0
     assert capsys.readouterr() == (
-        f"applied 1 changes from {fixed} to {database}: 0 upserted, 1 deleted, 0 stale\n",
+        f"applied 1 change from {fixed} to {database}: 0 upserted, 1 deleted, 0 stale\n",
         "",
     )
     assert letters.read_bytes() == before
@@ -683,3 +691,137 @@ def test_a_dead_letter_file_that_cannot_be_opened_stops_before_reading(
     assert main(argv) == 2
     assert capsys.readouterr() == ("", f"ticket-tools: cannot write {tmp_path}: Is a directory\n")
     assert dump(database)[1] == []
+
+
+def test_a_batch_ended_by_sigterms_grace_names_the_first_line_not_committed(
+    tmp_path: Path,
+) -> None:
+    # As SIGTERM's grace running out while the fourth line's batch waits for the store;
+    # the blank line and the line set aside before it needed no commit.
+    class EndedInTheSecondBatch(RecordingWriter):
+        def apply(self, changes: Sequence[Change]) -> Counts:
+            if self.batches:
+                raise Terminated
+            return super().apply(changes)
+
+    writer = EndedInTheSecondBatch()
+    lines = [
+        delete("a:TKT-100", 1),
+        "",
+        "{not json",
+        delete("a:TKT-101", 1),
+        delete("a:TKT-102", 1),
+    ]
+    aside: list[int] = []
+    data = "".join(line + "\n" for line in lines).encode()
+    with _file(tmp_path, data) as stream:
+        applied = apply_feed(
+            stream, writer, batch_changes=1, set_aside=lambda n, rule, line: aside.append(n)
+        )
+    assert (applied, aside) == (
+        Applied(1, Counts(1, 0, 0), set_aside=1, woken=True, uncommitted_from=4),
+        [3],
+    )
+
+
+def test_a_missing_feed_with_a_dead_letter_file_is_one_line(
+    tmp_path: Path, database: Path, capsys: Captured
+) -> None:
+    missing = tmp_path / "missing.jsonl"
+    letters = tmp_path / "dead.jsonl"
+    argv = ["apply", str(missing), "--db", str(database), "--dead-letter", str(letters)]
+    assert main(argv) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ticket-tools: cannot read {missing}: No such file or directory\n",
+    )
+
+
+def test_a_stdin_closed_at_the_start_is_one_line(
+    database: Path, capsys: Captured, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What Python makes of `<&-`: no sys.stdin (test_apply_inputs.py runs the real `<&-`).
+    monkeypatch.setattr(sys, "stdin", None)
+    assert main(["apply", "-", "--db", str(database)]) == 2
+    assert main(["call", "get_ticket", "-", "--tenant", "alpha"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "ticket-tools: cannot read stdin: Bad file descriptor\n" * 2,
+    )
+
+
+# Issue 32, point 3: a status other than "open" or "closed" is a bad line like any
+# other, on either store: it stops apply, or is set aside with --dead-letter.
+STATUS_RULE = 'the status is not "open" or "closed"'
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[list[str], str, list[str]]:
+    """The fixture tickets in a store: apply's options, the store's name, a reader's options."""
+    if request.param == "sqlite":
+        db = tmp_path / "tickets.sqlite"
+        write_database(db, fixture_records())
+        return ["--db", str(db)], str(db), ["--db", str(db)]
+    dsns: dict[str, str] = request.getfixturevalue("pg")
+    return ["--postgres", dsns["owner"]], describe(dsns["owner"]), ["--postgres", dsns["reader"]]
+
+
+def _alpha(capsys: Captured, reader: list[str]) -> list[tuple[str, str, str]]:
+    capsys.readouterr()
+    argv = ["call", "search_tickets", '{"limit": 4}', "--tenant", "alpha", *reader]
+    assert main(argv) == 0
+    page = json.loads(capsys.readouterr().out)
+    return [(ticket["id"], ticket["title"], ticket["status"]) for ticket in page["tickets"]]
+
+
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param("Open", id="capitalised"),
+        pytest.param("", id="empty"),
+        pytest.param("pending", id="another-word"),
+    ],
+)
+def test_a_status_other_than_open_or_closed_stops_apply_at_its_line(
+    tmp_path: Path, capsys: Captured, target: tuple[list[str], str, list[str]], status: str
+) -> None:
+    store, _, reader = target
+    lines = [
+        upsert("alpha:TKT-101", 1, "first", "closed"),
+        upsert("alpha:TKT-102", 1, "odd", status),
+        upsert("alpha:TKT-104", 1, "never"),
+    ]
+    feed = write_feed(tmp_path / "feed.jsonl", lines)
+    assert main(["apply", str(feed), *store]) == 2
+    assert capsys.readouterr() == ("", f"ticket-tools: {feed} line 2: {STATUS_RULE}\n")
+    assert _alpha(capsys, reader) == [
+        ("TKT-101", "first", "closed"),
+        ("TKT-102", "CSV export times out", "closed"),
+        ("TKT-104", "Settings crash", "open"),
+        ("TKT-107", "Login page slow on mobile", "open"),
+    ]
+
+
+def test_a_bad_status_is_set_aside_as_any_bad_line(
+    tmp_path: Path, capsys: Captured, target: tuple[list[str], str, list[str]]
+) -> None:
+    store, name, reader = target
+    letters = tmp_path / "dead.jsonl"
+    odd = [upsert("alpha:TKT-102", 1, "odd", "Open"), upsert("alpha:TKT-107", 1, "odd", "")]
+    lines = [upsert("alpha:TKT-101", 1, "first", "closed"), *odd, upsert("alpha:TKT-104", 1, "x")]
+    feed = write_feed(tmp_path / "feed.jsonl", lines)
+    assert main(["apply", str(feed), *store, "--dead-letter", str(letters)]) == 3
+    assert capsys.readouterr() == (
+        f"applied 2 changes from {feed} to {name}: 2 upserted, 0 deleted, 0 stale\n",
+        f"ticket-tools: 2 lines set aside in {letters}\n",
+    )
+    assert [json.loads(line) for line in letters.read_text().splitlines()] == [
+        {"feed": str(feed), "line": 2, "rule": STATUS_RULE, "text": odd[0]},
+        {"feed": str(feed), "line": 3, "rule": STATUS_RULE, "text": odd[1]},
+    ]
+    assert _alpha(capsys, reader) == [
+        ("TKT-101", "first", "closed"),
+        ("TKT-102", "CSV export times out", "closed"),
+        ("TKT-104", "x", "open"),
+        ("TKT-107", "Login page slow on mobile", "open"),
+    ]

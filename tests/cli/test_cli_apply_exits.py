@@ -178,7 +178,7 @@ def test_sigterm_commits_what_was_read_and_exits_143(
     run.process.send_signal(signal.SIGTERM)
     assert run.ended() == (
         143,
-        f"applied 1 changes from {'stdin' if feed == 'pipe' else run.feed.name} to {database}: "
+        f"applied 1 change from {'stdin' if feed == 'pipe' else run.feed.name} to {database}: "
         "1 upserted, 0 deleted, 0 stale\n",
         "ticket-tools: terminated (SIGTERM)\n",
     )
@@ -198,7 +198,7 @@ def test_dead_letters_go_on_and_exit_3(
     assert run.ended() == (
         143,
         f"applied 2 changes from {source} to {database}: 2 upserted, 0 deleted, 0 stale\n",
-        f"ticket-tools: terminated (SIGTERM); 1 lines set aside in {letters}\n",
+        f"ticket-tools: terminated (SIGTERM); 1 line set aside in {letters}\n",
     )
     assert [json.loads(line) for line in letters.read_text().splitlines()] == [
         {

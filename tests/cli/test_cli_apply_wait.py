@@ -75,7 +75,7 @@ def test_apply_waits_for_the_lock_then_applies(paths: tuple[Path, Path]) -> None
     out, err = applying.communicate(timeout=60)
     assert (applying.returncode, out, err) == (
         0,
-        f"applied 1 changes from {feed} to {db}: 1 upserted, 0 deleted, 0 stale\n",
+        f"applied 1 change from {feed} to {db}: 1 upserted, 0 deleted, 0 stale\n",
         "",
     )
     with SQLiteStore.open(db) as store:

@@ -21,9 +21,9 @@ from mcp.client.streamable_http import streamable_http_client
 from conftest import OWNER, READER, PostgresDatabase
 from testkit.server import NO_RATE_LIMITS, HttpServer
 from testkit.tokens import Issuer, claims
-from ticket_tools import make_registry
 from ticket_tools.cli import main
 from ticket_tools.declarations.exports import FORMATS, ExportFormat, export_declarations
+from ticket_tools.declarations.widths import make_registry
 from ticket_tools.stores.postgres.schema import describe
 from tool_cases import ID_ARGUMENTS
 from wide_ids import SIX, numbered_records, widened

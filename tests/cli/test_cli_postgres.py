@@ -105,9 +105,11 @@ def test_import_refuses_records_postgresql_cannot_hold(
     tmp_path: Path, owner_dsn: str, capsys: Captured
 ) -> None:
     records = _write(
-        tmp_path / "records.json", {"a:TKT-001": {"id": "TKT-001", "title": "\x00", "status": "x"}}
+        tmp_path / "records.json",
+        {"a:TKT-001": {"id": "TKT-001", "title": "\x00", "status": "open"}},
     )
-    status = cli.main(["import", str(records), "--postgres", owner_dsn])
+    # A cleaned title loses its NUL (a control); a raw one keeps it, and is refused.
+    status = cli.main(["import", str(records), "--postgres", owner_dsn, "--raw-titles"])
     assert (status, capsys.readouterr()) == (
         2,
         (
@@ -137,7 +139,11 @@ def test_no_server_is_one_line_and_exit_2(tmp_path: Path, capsys: Captured) -> N
     status = cli.main(["acceptance", "--postgres", dsn])
     assert (status, capsys.readouterr()) == (
         2,
-        ("", f"ticket-tools: cannot connect to {describe(dsn)} (OperationalError)\n"),
+        (
+            "",
+            f"ticket-tools: cannot connect to {describe(dsn)}: no connection (the server is "
+            "down or unreachable, or it refused the database, role or password)\n",
+        ),
     )
 
 
@@ -191,5 +197,9 @@ def test_postgres_without_the_extra_says_how_to_install_it(
     status = cli.main(args)
     assert (status, capsys.readouterr()) == (
         2,
-        ("", "ticket-tools: --postgres needs psycopg: pip install 'ticket-tools[postgres]'\n"),
+        (
+            "",
+            "ticket-tools: --postgres needs the postgres extra: in a clone of ticket-tools, "
+            "pip install -e '.[postgres]'\n",
+        ),
     )

@@ -87,7 +87,7 @@ def test_a_malformed_records_file_replaces_nothing(tmp_path: Path, capsys: Captu
     db = tmp_path / "tickets.sqlite"
     write_database(db, fixture_records())
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"alpha:TKT-1": {"id": "TKT-1", "title": "t", "status": "o"}}))
+    bad.write_text(json.dumps({"alpha:TKT-1": {"id": "TKT-1", "title": "t", "status": "open"}}))
     assert main(["import", str(bad), "--replace", "--db", str(db)]) == 2
     assert capsys.readouterr().err == (
         f"ticket-tools: {bad}: record 1 (in file order): "
@@ -246,13 +246,13 @@ def test_a_versioned_import_into_postgres_keeps_the_floor(
         ),
         pytest.param(NEW, ["--high-water", "5"], NEEDS_VERSIONS, id="import-no-versions"),
         pytest.param(
-            {"alpha:TKT-102": {"id": "TKT-102", "title": "t", "status": "o"}, **VERSIONED},
+            {"alpha:TKT-102": {"id": "TKT-102", "title": "t", "status": "open"}, **VERSIONED},
             ["--replace", "--high-water", "5"],
             'record 2 (in file order): either every ticket has a "version" or none does',
             id="mixed",
         ),
         pytest.param(
-            {"alpha:TKT-101": {"id": "TKT-101", "title": "t", "status": "o", "version": "3"}},
+            {"alpha:TKT-101": {"id": "TKT-101", "title": "t", "status": "open", "version": "3"}},
             ["--replace", "--high-water", "5"],
             "record 1 (in file order): the version is not an integer from 0 to 2^63-1",
             id="version-a-string",
@@ -294,3 +294,59 @@ def test_a_high_water_that_is_not_a_version(
     assert capsys.readouterr().err.endswith(
         "ticket-tools import: error: argument --high-water: expected an integer from 0 to 2^63-1\n"
     )
+
+
+# Issue 32, point 3: a status other than "open" or "closed" is refused by record, at
+# import and at a refresh, on either store; nothing is written.
+STATUS_RULE = 'the status is not "open" or "closed"'
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def target(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> tuple[list[str], list[str], list[str]]:
+    """(the owner's store options, a new table's grant, a reader's store options)."""
+    if request.param == "sqlite":
+        db = str(tmp_path / "tickets.sqlite")
+        return ["--db", db], [], ["--db", db]
+    database: PostgresDatabase = request.getfixturevalue("postgres_database")
+    scratch: str = request.getfixturevalue("scratch")
+    return (
+        ["--postgres", database.cluster.dsn(OWNER, scratch)],
+        ["--grant-to", READER],
+        ["--postgres", database.cluster.dsn(READER, scratch)],
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "versions"),
+    [
+        pytest.param("Open", [], id="capitalised"),
+        pytest.param("", [], id="empty"),
+        pytest.param("pending", [], id="another-word"),
+        pytest.param("open ", ["--high-water", "9"], id="trailing-space-versioned"),
+    ],
+)
+def test_a_status_other_than_open_or_closed_is_refused_by_record(
+    tmp_path: Path,
+    capsys: Captured,
+    target: tuple[list[str], list[str], list[str]],
+    status: str,
+    versions: list[str],
+) -> None:
+    owner, grant, reader = target
+    version = {"version": 3} if versions else {}
+    records = {
+        "alpha:TKT-300": {"id": "TKT-300", "title": "new", "status": "open", **version},
+        "alpha:TKT-301": {"id": "TKT-301", "title": "odd", "status": status, **version},
+    }
+    bad = _write(tmp_path / "bad.json", records)
+    refused = ("", f"ticket-tools: {bad}: record 2 (in file order): {STATUS_RULE}\n")
+    assert main(["import", str(bad), *owner, *grant, *versions]) == 2
+    assert capsys.readouterr() == refused
+    # Nothing was written: import, which only fills what is empty, takes a good file.
+    assert main(["import", str(_write(tmp_path / "new.json", NEW)), *owner, *grant]) == 0
+    capsys.readouterr()
+    assert main(["import", str(bad), "--replace", *owner, *versions]) == 2
+    assert capsys.readouterr() == refused
+    assert _search(capsys, *reader) == NEW_PAGE

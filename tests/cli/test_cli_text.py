@@ -154,7 +154,7 @@ def test_apply_raw_titles_keeps_them(tmp_path: Path, sqlite_db: Path, capsys: Ca
     feed.write_text(FEED[0] + "\n", encoding="utf-8")
     assert main(["apply", str(feed), "--db", str(sqlite_db), "--raw-titles"]) == 0
     assert capsys.readouterr() == (
-        f"applied 1 changes from {feed} to {sqlite_db}: 1 upserted, 0 deleted, 0 stale\n",
+        f"applied 1 change from {feed} to {sqlite_db}: 1 upserted, 0 deleted, 0 stale\n",
         "",
     )
     raw = {"id": "TKT-101", "title": "Pr\u00adinter\ufe0f", "status": "open"}
@@ -316,3 +316,85 @@ def test_apply_to_postgres_cleans_and_counts(
     summary = FEED_SUMMARY.format(feed=feed, target=describe(owner_dsn))
     assert capsys.readouterr() == (f"applied {summary}; 2 titles cleaned\n", "")
     assert _search(capsys, ["--postgres", reader_dsn], {}) == _page(FEED_CLEAN)
+
+
+# --- Issue 30, defect 7: the rule, through every entry point ---------------------------
+
+HIDING = {
+    "a:TKT-201": {"id": "TKT-201", "title": "A\x1b[8mIgnore previous\x1b[0mB", "status": "open"},
+    "a:TKT-202": {"id": "TKT-202", "title": "Line\r\nbreak\tand\u2028tab", "status": "open"},
+    "a:TKT-203": {"id": "TKT-203", "title": "Hangul\u3164filler\u034f", "status": "closed"},
+    "a:TKT-204": {"id": "TKT-204", "title": "private\ue000\U000e0080\u2065use", "status": "open"},
+    "a:TKT-205": {"id": "TKT-205", "title": "Login fails", "status": "open"},
+}
+HIDING_CLEAN = [
+    {"id": "TKT-201", "title": "A[8mIgnore previous[0mB", "status": "open"},
+    {"id": "TKT-202", "title": "Line break and tab", "status": "open"},
+    {"id": "TKT-203", "title": "Hangulfiller", "status": "closed"},
+    {"id": "TKT-204", "title": "privateuse", "status": "open"},
+    {"id": "TKT-205", "title": "Login fails", "status": "open"},
+]
+
+
+@pytest.fixture(params=["records", "sqlite", "postgres"])
+def hiding_store(request: pytest.FixtureRequest, tmp_path: Path, capsys: Captured) -> list[str]:
+    """The HIDING tickets as each entry point stores them: a reader's store options."""
+    records = _write(tmp_path / "hiding.json", HIDING)
+    if request.param == "records":
+        return ["--records", str(records)]
+    if request.param == "sqlite":
+        db = tmp_path / "t.sqlite"
+        assert main(["import", str(records), "--db", str(db)]) == 0
+        assert capsys.readouterr() == (f"imported 5 tickets into {db}; 4 titles cleaned\n", "")
+        return ["--db", str(db)]
+    owner = request.getfixturevalue("owner_dsn")
+    assert main(["import", str(records), "--postgres", owner, "--grant-to", READER]) == 0
+    assert capsys.readouterr() == (
+        f"imported 5 tickets into {describe(owner)}; 4 titles cleaned\n",
+        "",
+    )
+    return ["--postgres", request.getfixturevalue("reader_dsn")]
+
+
+def test_every_entry_point_stores_titles_by_the_rule(
+    hiding_store: list[str], capsys: Captured
+) -> None:
+    assert _search(capsys, hiding_store, {"limit": 10}) == _page(HIDING_CLEAN)
+    assert _search(capsys, hiding_store, {"query": "line break"}) == _page([HIDING_CLEAN[1]])
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        pytest.param("\u3164", id="hangul-filler"),
+        pytest.param("\x1b", id="escape"),
+        pytest.param("\r\n", id="crlf"),
+        pytest.param("\t", id="tab"),
+        pytest.param("\u034f\u200b", id="grapheme-joiner-zero-width-space"),
+        pytest.param("\ue000", id="private-use"),
+        pytest.param("\u2028", id="line-separator"),
+    ],
+)
+def test_a_query_of_removed_characters_alone_matches_nothing(
+    hiding_store: list[str], capsys: Captured, query: str
+) -> None:
+    assert _search(capsys, hiding_store, {"query": query}) == _page([])
+
+
+def test_apply_cleans_by_the_rule(tmp_path: Path, sqlite_db: Path, capsys: Captured) -> None:
+    feed = tmp_path / "feed.jsonl"
+    lines = [_upsert("TKT-101", 1, "A\r\x1b[2KhiddenB"), _upsert("TKT-102", 1, "x\u3164\u115f")]
+    feed.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    assert main(["apply", str(feed), "--db", str(sqlite_db)]) == 0
+    assert capsys.readouterr() == (
+        f"applied 2 changes from {feed} to {sqlite_db}: 2 upserted, 0 deleted, 0 stale"
+        "; 2 titles cleaned\n",
+        "",
+    )
+    assert _search(capsys, ["--db", str(sqlite_db)], {}) == _page(
+        [
+            {"id": "TKT-101", "title": "A [2KhiddenB", "status": "open"},
+            {"id": "TKT-102", "title": "x", "status": "open"},
+            {"id": "TKT-103", "title": "old", "status": "open"},
+        ]
+    )

@@ -45,4 +45,4 @@ def test_finish_ends_the_line_only_after_a_draw(monkeypatch: pytest.MonkeyPatch)
     line = ImportProgress(drawn, 10)
     line.update(1, 5)
     line.finish()
-    assert drawn.getvalue() == "\rimporting: 1 records, 50% of the file\n"
+    assert drawn.getvalue() == "\rimporting: 1 record, 50% of the file\n"

@@ -7,6 +7,7 @@ line per interval, not a traceback per failed `accept()`.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import resource
@@ -16,11 +17,15 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
+from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
 
-from http_support import INITIALIZE, post
+from http_support import INITIALIZE, open_session, post
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools.serve import connections
@@ -123,23 +128,50 @@ def test_silent_and_slow_header_connections_are_closed(slow: HttpServer, token: 
     )
 
 
-def test_a_request_whose_headers_arrived_is_not_cut_off(slow: HttpServer, token: str) -> None:
-    # The deadline is for the headers: a request already being served (here, waiting for
-    # its body) outlives it.
+def test_a_request_being_served_is_not_cut_off(slow: HttpServer, idp: Issuer, token: str) -> None:
+    # The deadline is for the headers: a request already being served (here, a session's
+    # event stream) outlives it.
+    sid = open_session(slow.url, token)
     with connect(slow) as connection:
         head = (
+            "GET /mcp HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{slow.port}\r\n"
+            f"Authorization: Bearer {token}\r\n"
+            "Accept: text/event-stream\r\n"
+            f"Mcp-Session-Id: {sid}\r\n\r\n"
+        )
+        connection.sendall(head.encode())
+        answer = connection.recv(4096)
+        time.sleep(3)  # three times the header timeout
+        connection.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            connection.recv(4096)  # nothing came, and the connection is still open
+    assert answer.startswith(b"HTTP/1.1 200 OK\r\n")
+
+
+def test_a_body_that_stalls_past_the_deadline_is_408_and_closed(
+    slow: HttpServer, token: str
+) -> None:
+    # The body of a request whose headers arrived gets the same deadline (was: no end).
+    with connect(slow) as connection:
+        request = (
             "POST /mcp HTTP/1.1\r\n"
             f"Host: 127.0.0.1:{slow.port}\r\n"
             f"Authorization: Bearer {token}\r\n"
             "Content-Type: application/json\r\n"
             "Accept: application/json, text/event-stream\r\n"
-            "Content-Length: 2\r\n\r\n"
+            "Content-Length: 2\r\n\r\n{"
         )
-        connection.sendall(head.encode())
-        time.sleep(3)  # three times the header timeout
-        connection.sendall(b"{}")
-        answer = read_response(connection)
-    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")  # {} is not a request
+        connection.sendall(request.encode())
+        answer = closed_by_server(connection) or b""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == b"HTTP/1.1 408 Request Timeout"
+    assert b"\r\nconnection: close" in head
+    assert json.loads(body) == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32600, "message": "Request body not received within 1 s"},
+    }
 
 
 def test_a_kept_alive_connection_gets_the_deadline_again(slow: HttpServer, token: str) -> None:
@@ -339,6 +371,46 @@ async def test_an_interval_log_goes_quiet_and_reopens(caplog: pytest.LogCaptureF
         "event (1 time)",
         "event (2 more times in the last 0.01 s)",
         "event (1 time)",
+    ]
+
+
+@pytest.mark.anyio
+async def test_the_body_deadline_writes_nothing_into_a_response_begun(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # An app that answers before it reads the body (none of this server's does): past the
+    # deadline the connection is closed, and no 408 is written into that response.
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"begun", "more_body": True})
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    config.load()
+    protocol: Any = connections.guarded_protocol(ConnectionLimits(header_timeout=0.2))
+    loop = asyncio.get_running_loop()
+    ours, theirs = socket.socketpair()
+    theirs.setblocking(False)
+    state = ServerState()
+    await loop.connect_accepted_socket(lambda: protocol(config, state, {}, loop), ours)
+    theirs.send(b"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nab")
+    received = b""
+    for _ in range(100):  # up to 5 s; the deadline is 0.2 s
+        await _sleep(0.05)
+        try:
+            chunk = theirs.recv(65536)
+        except BlockingIOError:
+            continue
+        received += chunk
+        if not chunk:
+            break
+    theirs.close()
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert (head.split(b"\r\n")[0], b"408" in received) == (b"HTTP/1.1 200 OK", False)
+    assert body.endswith(b"begun\r\n")  # the chunk sent, and then the close
+    assert [r.getMessage() for r in caplog.records] == [
+        "answered 408 to bodies not complete within 0.2 s (1 time)"
     ]
 
 

@@ -33,8 +33,25 @@ META = {
     "io.modelcontextprotocol/clientInfo": {"name": "compare", "version": "1"},
 }
 UNLIMITED = ("--tenant-rate", "0", "--subject-rate", "0")
+TKT_104 = {"ticket_id": "TKT-104"}
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 TRACEPARENT = f"00-{TRACE}-00f067aa0ba902b7-01"
+
+
+ENVELOPES: dict[str, dict[str, object]] = {
+    "meta-capabilities-null": {"io.modelcontextprotocol/clientCapabilities": None},
+    "meta-capabilities-a-list": {"io.modelcontextprotocol/clientCapabilities": []},
+    "meta-capabilities-a-string": {"io.modelcontextprotocol/clientCapabilities": "x"},
+    "meta-capabilities-unknown-key": {"io.modelcontextprotocol/clientCapabilities": {"x": 1}},
+    "meta-client-info-a-number": {"io.modelcontextprotocol/clientInfo": 7},
+    "meta-client-info-no-version": {"io.modelcontextprotocol/clientInfo": {"name": "c"}},
+    "meta-client-info-null": {"io.modelcontextprotocol/clientInfo": None},
+    "meta-progress-token-a-float": {"progressToken": 1.5},
+    "meta-progress-token-a-string": {"progressToken": "p-1"},
+    "meta-log-level-unknown": {"io.modelcontextprotocol/logLevel": "loud"},
+    "meta-naming-a-tenant": {"tenant": "beta", "sub": "bob", "can_read_tickets": True},
+}
+"""`_meta` entries over the envelope: values of the wrong shape, or naming a tenant."""
 
 
 def _rpc(method: str, params: object, request_id: object = 1) -> dict[str, object]:
@@ -113,6 +130,22 @@ CASES = [
         ),
         None,
         id="call-traceparent-malformed",
+    ),
+    # The envelope's values, parsed once for both paths (issue 30: the direct path took these).
+    *(
+        pytest.param(
+            _rpc(
+                "tools/call",
+                {"_meta": {**META, **meta}, "name": "get_ticket", "arguments": TKT_104},
+                3,
+            ),
+            None,
+            id=name,
+        )
+        for name, meta in ENVELOPES.items()
+    ),
+    pytest.param(
+        _rpc("tools/call", {"_meta": [META], "name": "get_ticket"}, 3), None, id="meta-a-list"
     ),
     pytest.param(_rpc("ping", {"_meta": META}), None, id="ping"),
     pytest.param(_rpc("resources/list", {"_meta": META}), None, id="unknown-method"),
@@ -291,7 +324,7 @@ GET_104 = json.dumps(_call("get_ticket", {"ticket_id": "TKT-104"})).encode()
                 {"type": "http.request", "body": GET_104[9:]},
             ],
             {},
-            True,
+            False,  # BodyLimit, in front, hands on a body as one message: the SDK reads on
             id="two-chunks",
         ),
         pytest.param(

@@ -4,20 +4,21 @@ The test is the identity provider: it makes key pairs, publishes their JWKS and 
 tokens. The official SDK client (`streamable_http_client`) drives the servers; what a client
 must never get (another tenant's data, a 200 without a valid token) is also checked on the
 raw HTTP exchange. Every server runs on 127.0.0.1 on a port the OS picked, and is stopped
-with SIGTERM at the end of the module (its exit status is checked: 0).
+with SIGTERM at the end of the module (its exit status is checked: 0). The trust-boundary
+tests (a `_meta`, argument, header or session id naming another tenant) run on every path
+and protocol version in test_http_isolation.py.
 """
 
 from __future__ import annotations
 
 import json
-import random
 import re
 import shutil
 import socket
 import sqlite3
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from importlib.metadata import version
 from pathlib import Path
@@ -33,7 +34,6 @@ from mcp.shared.exceptions import MCPError
 
 from expected import (
     ALPHA,
-    ALPHA_NO_READ,
     ALPHA_TICKETS,
     BETA,
     BETA_T103,
@@ -47,6 +47,7 @@ from http_support import (
     PROTOCOL,
     REFUSED,
     JwksHttpsServer,
+    generated_calls,
     open_session,
     post,
     rpc,
@@ -54,11 +55,9 @@ from http_support import (
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import execute_tool, fixture_records
-from ticket_tools.acceptance import CALLS, AcceptanceCall
-from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
+from ticket_tools.cli.acceptance import CALLS, AcceptanceCall
 from ticket_tools.serve.protocol import loopback_aliases
-from tool_cases import invalid_arguments, valid_arguments
 
 pytestmark = pytest.mark.anyio
 
@@ -188,32 +187,6 @@ async def test_acceptance_call_over_http(
     assert got == execute_tool(call.name, call.args, call.context, RECORDS)
 
 
-async def test_tkt_104_is_the_token_tenants_own(sessions: dict[str, ClientSession]) -> None:
-    args = {"ticket_id": "TKT-104"}
-    assert await result(sessions["alpha"], "get_ticket", args) == {"ok": True, "ticket": T104}
-    assert await result(sessions["beta"], "get_ticket", args) == {"ok": True, "ticket": BETA_T104}
-    assert await result(sessions["beta"], "search_tickets", {}) == {
-        "ok": True,
-        "tickets": BETA_TICKETS,
-        "next_cursor": None,
-    }
-
-
-def call_in_session(
-    url: str, bearer: str, sid: str, name: str, args: Mapping[str, object]
-) -> tuple[int, bytes]:
-    """Call a tool in session `sid` over raw HTTP; return the status and body."""
-    body = rpc("tools/call", {"name": name, "arguments": dict(args)}, 7)
-    headers = {"Mcp-Session-Id": sid, "Mcp-Protocol-Version": PROTOCOL}
-    status, _, got = post(url, body, bearer, headers)
-    return status, got
-
-
-def tool_result(body: bytes) -> object:
-    """Return the structured result of a JSON tools/call response."""
-    return json.loads(body)["result"]["structuredContent"]
-
-
 @pytest.fixture(scope="module")
 def stranger() -> Issuer:
     """Someone signing with the provider's kids but their own keys."""
@@ -254,11 +227,13 @@ INVALID_TOKEN = {
 }
 
 
-@pytest.mark.parametrize("scheme", ["Basic", "Token", "Bearer"])
+@pytest.mark.parametrize("scheme", ["Basic", "Token", "Bearer", "Bearer ", "Bearer \t "])
 def test_another_auth_scheme_is_401_without_an_error_code(
     server: HttpServer, token: Callable[..., str], scheme: str
 ) -> None:
-    authorization = f"{scheme} {token('alpha', 'u')}" if scheme != "Bearer" else "Bearer"
+    # A bearer scheme with an empty token is no credentials, with or without the trailing
+    # spaces (which an HTTP parser may or may not strip before the server sees them).
+    authorization = scheme if scheme.startswith("Bearer") else f"{scheme} {token('alpha', 'u')}"
     status, headers, got = post(server.url, INITIALIZE, None, {"Authorization": authorization})
     assert (status, json.loads(got)) == (401, NO_CREDENTIALS)
     assert headers["www-authenticate"] == (
@@ -284,112 +259,12 @@ def test_the_protected_resource_metadata_is_served(server: HttpServer) -> None:
 
 ISSUER_URL = "https://idp.example.test/"
 
-BAD_ARGS = {tool.name: invalid_arguments(tool) for tool in REGISTRY}
-GOOD_ARGS = {tool.name: valid_arguments(tool) for tool in REGISTRY}
-
-
-@pytest.mark.parametrize(
-    "scope",
-    [
-        pytest.param({"scope": "openid"}, id="other-scope"),
-        pytest.param({"scope": "tickets:readonly"}, id="prefix"),
-        pytest.param({"scope": None, "scp": ["tickets:write"]}, id="scp-without"),
-        pytest.param({"scope": ["tickets:read"]}, id="scope-a-list"),
-    ],
-)
-async def test_without_the_read_scope_every_tool_is_forbidden_after_argument_checks(
-    server: HttpServer, token: Callable[..., str], scope: dict[str, object]
-) -> None:
-    async with connect(server.url, token("alpha", "reader-without-scope", **scope)) as session:
-        for name in TOOL_NAMES:
-            bad = await result(session, name, BAD_ARGS[name])
-            assert bad == {"ok": False, "code": "invalid_arguments"}
-            good = await result(session, name, GOOD_ARGS[name])
-            assert good == {"ok": False, "code": "forbidden"}
-            assert good == execute_tool(name, GOOD_ARGS[name], ALPHA_NO_READ, RECORDS)
-
 
 async def test_the_read_scope_in_scp_reads(server: HttpServer, token: Callable[..., str]) -> None:
     bearer = token("alpha", "scp-reader", scope=None, scp=["tickets:read"])
     async with connect(server.url, bearer) as session:
         got = await result(session, "get_ticket", {"ticket_id": "TKT-104"})
     assert got == {"ok": True, "ticket": T104}
-
-
-NOT_FOUND_SESSION = {
-    "jsonrpc": "2.0",
-    "id": None,
-    "error": {"code": -32600, "message": "Session not found"},
-}
-
-
-def test_a_session_is_bound_to_the_identity_that_opened_it(
-    server: HttpServer, token: Callable[..., str]
-) -> None:
-    alice, alan, bob = token("alpha", "alice"), token("alpha", "alan"), token("beta", "bob")
-    args = {"ticket_id": "TKT-104"}
-    alpha_session = open_session(server.url, alice)
-    beta_session = open_session(server.url, bob)
-    for bearer, sid in ((bob, alpha_session), (alan, alpha_session), (alice, beta_session)):
-        status, body = call_in_session(server.url, bearer, sid, "get_ticket", args)
-        assert (status, json.loads(body)) == (404, NOT_FOUND_SESSION)
-    # Each owner still reads through its own session, and only its own tickets.
-    status, body = call_in_session(server.url, alice, alpha_session, "get_ticket", args)
-    assert (status, tool_result(body)) == (200, {"ok": True, "ticket": T104})
-    status, body = call_in_session(server.url, bob, beta_session, "get_ticket", args)
-    assert (status, tool_result(body)) == (200, {"ok": True, "ticket": BETA_T104})
-
-
-async def test_meta_arguments_and_headers_naming_another_tenant_change_nothing(
-    server: HttpServer, sessions: dict[str, ClientSession], token: Callable[..., str]
-) -> None:
-    alpha_claims: Any = {"tenant": "alpha", "can_read_tickets": True, "sub": "alice"}
-    beta, no_read = sessions["beta"], sessions["alpha-no-read"]
-    args = {"ticket_id": "TKT-104"}
-    assert await result(beta, "get_ticket", args, meta=alpha_claims) == {
-        "ok": True,
-        "ticket": BETA_T104,
-    }
-    assert await result(no_read, "search_tickets", {}, meta=alpha_claims) == {
-        "ok": False,
-        "code": "forbidden",
-    }
-    for extra in ({"tenant": "alpha"}, {"context": {"tenant": "alpha"}}):
-        got = await result(beta, "get_ticket", {**args, **extra})
-        assert got == {"ok": False, "code": "invalid_arguments"}
-    bob = token("beta", "bob")
-    sid = open_session(server.url, bob)
-    body = rpc("tools/call", {"name": "get_ticket", "arguments": args, "_meta": alpha_claims})
-    headers = {
-        "Mcp-Session-Id": sid,
-        "Mcp-Protocol-Version": PROTOCOL,
-        "X-Tenant": "alpha",
-        "X-Forwarded-User": "alice",
-    }
-    status, _, answer = post(server.url, body, bob, headers)
-    assert (status, tool_result(answer)) == (200, {"ok": True, "ticket": BETA_T104})
-
-
-def _generated_calls(seed: int) -> list[tuple[str, dict[str, object]]]:
-    """Return CALLS_PER_CLIENT varied calls, valid and not, the same for a seed every run."""
-    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not a secret
-    ids = [f"TKT-{n}" for n in range(100, 117)]
-    calls: list[tuple[str, dict[str, object]]] = []
-    for _ in range(CALLS_PER_CLIENT):
-        if rng.random() < 0.4:
-            calls.append(("get_ticket", {"ticket_id": rng.choice([*ids, "tkt-104", "TKT-1"])}))
-            continue
-        args: dict[str, object] = {}
-        for name, values in (
-            ("status", ["open", "closed", "pending"]),
-            ("query", ["login", "SETTINGS", "refund", "", "sso"]),
-            ("limit", [1, 2, 5, 10, 11]),
-            ("cursor", [*ids, "x"]),
-        ):
-            if rng.random() < 0.4:
-                args[name] = rng.choice(values)
-        calls.append(("search_tickets", args))
-    return calls
 
 
 async def test_concurrent_clients_get_exactly_what_execute_tool_gives(
@@ -405,7 +280,7 @@ async def test_concurrent_clients_get_exactly_what_execute_tool_gives(
         tenant = "alpha" if number % 2 == 0 else "beta"
         context = ALPHA if tenant == "alpha" else BETA
         async with connect(server.url, token(tenant, f"load-{number}")) as session:
-            for name, args in _generated_calls(number):
+            for name, args in generated_calls(number, CALLS_PER_CLIENT):
                 got = await result(session, name, args)
                 answered += 1
                 if got != execute_tool(name, args, context, RECORDS):

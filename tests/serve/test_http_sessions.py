@@ -30,7 +30,7 @@ IDLE_SECONDS = 3
 IDLE_WAIT_SECONDS = 30  # generous: the test asserts the session ended, not when
 NOT_FOUND = {
     "jsonrpc": "2.0",
-    "id": None,
+    "id": 9,  # the call's own (`get_ticket` below), whoever answers the 404: the gate or the SDK
     "error": {"code": -32600, "message": "Session not found"},
 }
 
@@ -155,6 +155,28 @@ def test_a_session_answers_only_the_tenant_that_opened_it(
 
 def test_an_unknown_session_id_is_not_found(server: HttpServer, token: Callable[..., str]) -> None:
     assert get_ticket(server, token("alpha", "guesser"), "0" * 32) == (404, NOT_FOUND)
+
+
+@pytest.mark.parametrize(
+    ("body", "request_id"),
+    [
+        pytest.param({**rpc("tools/list", {}), "id": 5}, 5, id="int"),
+        pytest.param({**rpc("tools/list", {}), "id": "r-5"}, "r-5", id="str"),
+        pytest.param({**rpc("tools/list", {}), "id": 1.5}, None, id="float"),
+        pytest.param({"jsonrpc": "2.0", "method": "notifications/initialized"}, None, id="none"),
+        pytest.param(b"[1", None, id="not-json"),
+    ],
+)
+def test_a_404_carries_the_request_id_when_it_is_known(
+    server: HttpServer,
+    token: Callable[..., str],
+    body: bytes | dict[str, object],
+    request_id: object,
+) -> None:
+    # It was null whatever the body (issue 30).
+    headers = {"Mcp-Session-Id": "0" * 32, "Mcp-Protocol-Version": PROTOCOL}
+    status, _, got = post(server.url, body, token("alpha", "guesser"), headers)
+    assert (status, json.loads(got)) == (404, {**NOT_FOUND, "id": request_id})
 
 
 def test_an_idle_session_ends_and_frees_its_place(

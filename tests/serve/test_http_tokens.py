@@ -213,7 +213,7 @@ def test_keys_the_server_does_not_use_are_skipped(tmp_path: Path, idp: Issuer) -
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        pytest.param(None, "cannot read {path}: FileNotFoundError", id="missing"),
+        pytest.param(None, "cannot read {path}: No such file or directory", id="missing"),
         pytest.param(b"{", "the JWKS is not valid JSON", id="not-json"),
         pytest.param(b"[" * 100_000, "the JWKS is not valid JSON", id="deep"),
         pytest.param(b"\xff", "the JWKS is not valid JSON", id="not-utf8"),
@@ -246,10 +246,19 @@ def test_an_unusable_jwks_is_one_error(tmp_path: Path, content: bytes | None, me
         pytest.param("http://idp.example/jwks", "a JWKS URL must use https", id="plain-http"),
         pytest.param(
             "https://127.0.0.1:1/jwks.json",
-            "cannot fetch https://127.0.0.1:1/jwks.json: URLError",
+            "cannot fetch https://127.0.0.1:1/jwks.json: Connection refused",
             id="refused",
         ),
-        pytest.param("https://[/jwks", "cannot fetch https://[/jwks: ValueError", id="bad-url"),
+        pytest.param(
+            "https://[/jwks",
+            "cannot fetch https://[/jwks: it is not an https URL with a host",
+            id="bad-url",
+        ),
+        pytest.param(
+            "https:///jwks.json",
+            "cannot fetch https:///jwks.json: it is not an https URL with a host",
+            id="no-host",
+        ),
     ],
 )
 def test_an_unreachable_jwks_url_is_one_error(source: str, message: str) -> None:
@@ -335,4 +344,16 @@ def test_an_untrusted_certificate_is_refused(
     monkeypatch.delenv("SSL_CERT_FILE", raising=False)  # the self-signed certificate is unknown
     with pytest.raises(JwksError) as raised:
         KeySet(jwks_server.url)
-    assert str(raised.value) == f"cannot fetch {jwks_server.url}: URLError"
+    assert str(raised.value) == (
+        f"cannot fetch {jwks_server.url}: its certificate is not trusted (self-signed certificate)"
+    )
+
+
+def test_a_jwks_url_answering_an_error_status_is_named_by_it(
+    jwks_server: JwksHttpsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(jwks_server.cert_path))
+    missing = jwks_server.url.replace("/jwks.json", "/missing.json")
+    with pytest.raises(JwksError) as raised:
+        KeySet(missing)
+    assert str(raised.value) == f"cannot fetch {missing}: HTTP 404"

@@ -1,36 +1,45 @@
-"""Fair share per tenant: rate limits (HTTP 429 before any MCP work) and a share of the workers.
+"""Fair share per tenant: rate limits on tool calls and on the rest, and a share of the workers.
 
 Real servers, each with its own low limits so that a short burst crosses them whatever
-the machine's speed; the share of store workers is seen on a real PostgreSQL whose
-table is locked, through the server's own metrics.
+the machine's speed, and one with the default limits driven as a host that opens a
+session per tool call does; the share of store workers is seen on a real PostgreSQL
+whose table is locked, through the server's own metrics.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from conftest import PostgresDatabase, StoreFactory
 from expected import T104
+from http_support import post
 from replica_support import call, locked_table, metric, origin, request, rpc, wait_until
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import fixture_records
+from ticket_tools.outcome import Outcome
 from ticket_tools.serve import limits
-from ticket_tools.serve.limits import Buckets, RateLimits
+from ticket_tools.serve.direct import SWITCH
+from ticket_tools.serve.limits import Buckets, RateLimits, Refusal
 
 # Requests sent one after another: over the small buckets below even though each refusal
 # is answered REFUSAL_DELAY_SECONDS late (2 requests/s against 1/s refills).
 BURST = 12
 LIST = rpc("tools/list")
+GET_104 = rpc("tools/call", {"name": "get_ticket", "arguments": {"ticket_id": "TKT-104"}})
 REFUSED_BODY = {
     "jsonrpc": "2.0",
     "id": 1,  # the refused request's
@@ -38,6 +47,28 @@ REFUSED_BODY = {
         "code": -32000,
         "message": "too many calls for this token subject; retry after the Retry-After seconds",
     },
+}
+
+
+def rate_limited(who: str) -> dict[str, object]:
+    """The tool result of a call over `who`'s rate, retry in 1 s, as a host receives it."""
+    detail = f"too many tool calls for this {who}; retry in 1 s"
+    return {
+        "content": [{"type": "text", "text": f"rate_limited: {detail}"}],
+        "structuredContent": {
+            "ok": False,
+            "code": "rate_limited",
+            "retry_after": 1,
+            "detail": detail,
+        },
+        "isError": True,
+    }
+
+
+OK_104 = {
+    "content": [{"type": "text", "text": json.dumps({"ok": True, "ticket": T104})}],
+    "structuredContent": {"ok": True, "ticket": T104},
+    "isError": False,
 }
 
 
@@ -63,23 +94,107 @@ def _serve(folder: Path, jwks: Path, *extra: str) -> Iterator[HttpServer]:
 
 @pytest.fixture
 def subject_limited(tmp_path: Path, jwks: Path) -> Iterator[HttpServer]:
-    """A server allowing each subject 1 request/s (bursts of 2), tenants unlimited."""
+    """A server allowing each subject 1 tool call/s (bursts of 2), tenants unlimited."""
     yield from _serve(tmp_path, jwks, "--subject-rate", "1", "--tenant-rate", "0")
 
 
 @pytest.fixture
 def tenant_limited(tmp_path: Path, jwks: Path) -> Iterator[HttpServer]:
-    """A server allowing each tenant 2 requests/s (bursts of 4), subjects unlimited."""
+    """A server allowing each tenant 2 tool calls/s (bursts of 4), subjects unlimited."""
     yield from _serve(tmp_path, jwks, "--tenant-rate", "2", "--subject-rate", "0")
 
 
-def test_a_subject_over_its_rate_gets_429_with_retry_after_and_runs_no_tool(
+@pytest.fixture
+def housekeeping_limited(tmp_path: Path, jwks: Path) -> Iterator[HttpServer]:
+    """A server allowing each subject 1 other request/s (bursts of 2): 0.2 tool calls/s."""
+    yield from _serve(tmp_path, jwks, "--subject-rate", "0.2", "--tenant-rate", "0")
+
+
+def _results(answers: list[tuple[int, dict[str, str], bytes]]) -> list[Any]:
+    assert [status for status, _, _ in answers] == [200] * len(answers)
+    return [json.loads(body)["result"] for _, _, body in answers]
+
+
+def test_a_tool_call_over_the_subjects_rate_is_a_tool_result_and_runs_no_tool(
     subject_limited: HttpServer, idp: Issuer
 ) -> None:
     url = subject_limited.url
     alice, ann = idp.sign(claims("alpha", "alice")), idp.sign(claims("alpha", "ann"))
-    get_104 = rpc("tools/call", {"name": "get_ticket", "arguments": {"ticket_id": "TKT-104"}})
-    answers = [request(url, get_104, bearer=alice) for _ in range(BURST)]
+    results = _results([request(url, GET_104, bearer=alice) for _ in range(BURST)])
+    assert results[:2] == [OK_104, OK_104]  # the burst
+    refused = [answer for answer in results if answer != OK_104]
+    assert refused == [rate_limited("token subject")] * len(refused)
+    assert refused  # each refusal waits 0.5 s: 2 calls a second against 1 refill
+    # Another subject of the same tenant is not held back by alice's burst.
+    assert _results([request(url, GET_104, bearer=ann)]) == [OK_104]
+    # A refused call ran no tool: one audit line per call answered, none for the others.
+    assert len(subject_limited.audit_lines()) == results.count(OK_104) + 1
+    base = origin(url)
+    assert metric(base, "ticket_tools_refusals_total", limit="subject_rate") == len(refused)
+    assert metric(base, "ticket_tools_refusals_total", limit="tenant_rate") == 0
+    assert metric(base, "ticket_tools_tool_calls_total", tool="get_ticket", code="ok") == (
+        results.count(OK_104) + 1
+    )
+
+
+MODERN = "2026-07-28"
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": MODERN,
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "limits", "version": "1"},
+}
+MODERN_HEADERS = {
+    "MCP-Protocol-Version": MODERN,
+    "Mcp-Method": "tools/call",
+    "Mcp-Name": "get_ticket",
+}
+
+
+@pytest.mark.parametrize("path", ["direct", "sdk"])
+def test_a_2026_07_28_call_over_its_rate_is_the_same_tool_result_on_both_paths(
+    tmp_path: Path, jwks: Path, idp: Issuer, path: str
+) -> None:
+    env = {SWITCH: path}
+    server = HttpServer(tmp_path, str(jwks), "--stateless", "--subject-rate", "1", env=env)
+    try:
+        alice = idp.sign(claims("alpha", "alice"))
+        body = rpc(
+            "tools/call",
+            {"_meta": MODERN_META, "name": "get_ticket", "arguments": {"ticket_id": "TKT-104"}},
+        )
+        answers = [post(server.url, body, alice, MODERN_HEADERS) for _ in range(3)]
+    finally:
+        assert server.stop() == 0, server.stderr()
+    assert [status for status, _, _ in answers] == [200] * 3
+    stamp = {
+        "io.modelcontextprotocol/serverInfo": {
+            "name": "ticket-tools",
+            "version": version("ticket-tools"),
+        }
+    }
+    refused = {**rate_limited("token subject"), "resultType": "complete", "_meta": stamp}
+    results = [json.loads(answer)["result"] for _, _, answer in answers]
+    assert results[:2] == [{**OK_104, "resultType": "complete", "_meta": stamp}] * 2
+    assert results[2] == refused  # the burst of 2 is spent, and a token takes 1 s
+
+
+def test_requests_other_than_tool_calls_have_their_own_bucket(
+    subject_limited: HttpServer, idp: Issuer
+) -> None:
+    # alice's tool calls are over their rate; her tools/list are not (5 times as many).
+    url = subject_limited.url
+    alice = idp.sign(claims("alpha", "alice"))
+    calls = _results([request(url, GET_104, bearer=alice) for _ in range(4)])
+    assert rate_limited("token subject") in calls
+    assert [request(url, LIST, bearer=alice)[0] for _ in range(5)] == [200] * 5
+
+
+def test_other_requests_over_their_rate_get_429_with_retry_after(
+    housekeeping_limited: HttpServer, idp: Issuer
+) -> None:
+    url = housekeeping_limited.url
+    alice = idp.sign(claims("alpha", "alice"))
+    answers = [request(url, LIST, bearer=alice) for _ in range(BURST)]
     statuses = [status for status, _, _ in answers]
     assert statuses[:2] == [200, 200]  # the burst
     assert set(statuses) == {200, 429}
@@ -89,30 +204,145 @@ def test_a_subject_over_its_rate_gets_429_with_retry_after_and_runs_no_tool(
         if status == 429
     ]
     assert refused == [("1", REFUSED_BODY)] * len(refused)
-    # Another subject of the same tenant is not held back by alice's burst.
-    assert request(url, LIST, bearer=ann)[0] == 200
-    # A refused call ran no tool: one audit line per call answered, none for the others.
-    assert len(subject_limited.audit_lines()) == statuses.count(200)
     base = origin(url)
-    assert metric(base, "ticket_tools_refusals_total", limit="subject_rate") == len(refused)
-    assert metric(base, "ticket_tools_refusals_total", limit="tenant_rate") == 0
+    assert metric(base, "ticket_tools_refusals_total", limit="subject_housekeeping_rate") == len(
+        refused
+    )
+    assert metric(base, "ticket_tools_refusals_total", limit="subject_rate") == 0
 
 
-def test_a_tenant_over_its_rate_gets_429_and_another_tenant_is_answered(
+def test_a_tenant_over_its_rate_gets_rate_limited_and_another_tenant_is_answered(
     tenant_limited: HttpServer, idp: Issuer
 ) -> None:
     url = tenant_limited.url
-    # Each request from another alpha user: only the tenant's bucket can refuse them.
-    statuses = [
-        request(url, LIST, bearer=idp.sign(claims("alpha", f"user-{n}")))[0] for n in range(BURST)
-    ]
-    assert statuses[:4] == [200] * 4
-    assert 429 in statuses
+    # Each call from another alpha user: only the tenant's bucket can refuse them.
+    results = _results(
+        [request(url, GET_104, bearer=idp.sign(claims("alpha", f"user-{n}"))) for n in range(BURST)]
+    )
+    assert results[:4] == [OK_104] * 4
+    refused = [answer for answer in results if answer != OK_104]
+    assert refused == [rate_limited("tenant")] * len(refused)
+    assert refused
     got = call(url, idp.sign(claims("beta", "bob")), "get_ticket", {"ticket_id": "TKT-104"})
     assert got["structuredContent"]["ok"] is True
-    assert metric(
-        origin(url), "ticket_tools_refusals_total", limit="tenant_rate"
-    ) == statuses.count(429)
+    assert metric(origin(url), "ticket_tools_refusals_total", limit="tenant_rate") == len(refused)
+
+
+# --- a host that opens a session per tool call, against the default limits
+
+WALK_TICKETS = 40
+PARALLEL_CALLS = 10
+SESSION_VERSION = "2025-11-25"
+HOST_INITIALIZE = rpc(
+    "initialize",
+    {
+        "protocolVersion": SESSION_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "session-per-call", "version": "0"},
+    },
+)
+INITIALIZED: dict[str, object] = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+# What each of the six requests is answered: initialize, initialized, the GET stream,
+# tools/call, tools/list, DELETE.
+PER_CALL_STATUSES = [200, 202, 200, 200, 200, 200]
+
+
+def _walk_ticket(n: int) -> dict[str, str]:
+    return {"id": f"TKT-{n:03d}", "title": f"Walk ticket {n}", "status": "open"}
+
+
+@pytest.fixture
+def default_limits(tmp_path: Path, jwks: Path) -> Iterator[HttpServer]:
+    """A server with sessions and every default limit; alpha holds WALK_TICKETS tickets."""
+    records = {f"alpha:TKT-{n:03d}": _walk_ticket(n) for n in range(1, WALK_TICKETS + 1)}
+    path = tmp_path / "records.json"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    started = HttpServer(tmp_path, str(jwks), "--records", str(path))
+    yield started
+    assert started.stop() == 0, started.stderr()
+
+
+def _per_call(port: int, bearer: str, name: str, args: dict[str, object]) -> tuple[list[int], Any]:
+    """One tool call as langchain-mcp-adapters makes it by default: a session of its own.
+
+    initialize, initialized, the GET stream (held open), tools/call, tools/list, DELETE;
+    return each request's status and the call's result.
+    """
+    headers = {
+        "Authorization": f"Bearer {bearer}",
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+    }
+    link = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    stream = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    statuses: list[int] = []
+
+    def post(message: dict[str, object]) -> Any:
+        link.request("POST", "/mcp", json.dumps(message), headers)
+        response = link.getresponse()
+        body = response.read()
+        statuses.append(response.status)
+        headers.setdefault("Mcp-Session-Id", response.getheader("mcp-session-id") or "")
+        return json.loads(body) if body else None
+
+    try:
+        post(HOST_INITIALIZE)
+        headers["MCP-Protocol-Version"] = SESSION_VERSION
+        post(INITIALIZED)
+        stream.request("GET", "/mcp", headers={**headers, "Accept": "text/event-stream"})
+        statuses.append(stream.getresponse().status)
+        answer = post(rpc("tools/call", {"name": name, "arguments": args}))
+        post(LIST)
+        link.request("DELETE", "/mcp", headers=headers)
+        deleted = link.getresponse()
+        deleted.read()
+        statuses.append(deleted.status)
+    finally:
+        stream.close()
+        link.close()
+    return statuses, answer["result"]["structuredContent"]
+
+
+def test_a_session_per_call_host_walks_40_pages_and_calls_10_at_once(
+    default_limits: HttpServer, idp: Issuer
+) -> None:
+    port, base = default_limits.port, origin(default_limits.url)
+    alice = idp.sign(claims("alpha", "alice"))
+    pages: list[tuple[list[int], Any]] = []
+    args: dict[str, object] = {"limit": 1}
+    while len(pages) <= WALK_TICKETS:
+        pages.append(_per_call(port, alice, "search_tickets", args))
+        cursor = pages[-1][1]["next_cursor"]
+        if cursor is None:
+            break
+        args = {"limit": 1, "cursor": cursor}
+    expected_pages = [
+        (PER_CALL_STATUSES, {"ok": True, "tickets": [_walk_ticket(n)], "next_cursor": cursor})
+        for n, cursor in [(n, f"TKT-{n:03d}") for n in range(1, WALK_TICKETS)]
+    ]
+    last = {"ok": True, "tickets": [_walk_ticket(WALK_TICKETS)], "next_cursor": None}
+    assert pages == [*expected_pages, (PER_CALL_STATUSES, last)]
+    ids = [f"TKT-{n:03d}" for n in range(1, PARALLEL_CALLS + 1)]
+    with ThreadPoolExecutor(PARALLEL_CALLS) as pool:
+        at_once = list(
+            pool.map(lambda i: _per_call(port, alice, "get_ticket", {"ticket_id": i}), ids)
+        )
+    assert at_once == [
+        (PER_CALL_STATUSES, {"ok": True, "ticket": _walk_ticket(n)})
+        for n in range(1, PARALLEL_CALLS + 1)
+    ]
+    # Every DELETE was answered, so no session was left to count against the subject.
+    wait_until(lambda: metric(base, "ticket_tools_sessions_open") == 0, "no session open")
+    refusals = {
+        limit: metric(base, "ticket_tools_refusals_total", limit=limit)
+        for limit in (
+            "tenant_rate",
+            "subject_rate",
+            "tenant_housekeeping_rate",
+            "subject_housekeeping_rate",
+        )
+    }
+    assert refusals == dict.fromkeys(refusals, 0)
 
 
 def test_a_request_without_a_valid_token_is_still_401_not_429(
@@ -198,33 +428,30 @@ def test_rate_limits_refuse_values_that_break_their_rule(field: str, value: obje
         RateLimits(**{field: value})  # type: ignore[arg-type]
 
 
-@pytest.mark.anyio
-async def test_a_request_without_a_verified_user_passes_to_the_app_unlimited() -> None:
-    # In the served app the token layer answers 401 first; alone, the middleware must still
-    # pass such a request on (never count it against a tenant) rather than fail on it.
-    seen: list[str] = []
+def _share(rate: float, events: list[object], *, draining: bool = False) -> limits.FairShare:
+    """FairShare at /mcp with `rate` tool calls/s per subject, tenants unlimited, in front of
+    an app that records what reaches it: (subject, method, its mark, the body it reads)."""
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        seen.append(scope["path"])
+        body = b""
+        if scope["method"] == "POST":
+            more = True
+            while more:
+                message = await receive()
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+        user = scope.get("user")
+        who = user.access_token.subject if isinstance(user, AuthenticatedUser) else None
+        events.append((who, scope["method"], scope.get(limits.RATE_LIMITED_KEY), body))
 
-    share = limits.FairShare(
+    return limits.FairShare(
         app,
         path="/mcp",
-        limits=RateLimits(tenant_rate=1, subject_rate=1),
+        limits=RateLimits(tenant_rate=0, subject_rate=rate),
         tenant_claim="tenant",
-        draining=lambda: False,
-        refused=lambda limit: pytest.fail(f"refused by {limit}"),
+        draining=lambda: draining,
+        refused=lambda limit: events.append(("refused", limit)),
     )
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b""}
-
-    async def send(message: Message) -> None:
-        pytest.fail("the middleware answered by itself")
-
-    for _ in range(5):
-        await share({"type": "http", "path": "/mcp", "headers": []}, receive, send)
-    assert seen == ["/mcp"] * 5
 
 
 def _user(tenant: str, subject: str) -> AuthenticatedUser:
@@ -233,49 +460,154 @@ def _user(tenant: str, subject: str) -> AuthenticatedUser:
     return AuthenticatedUser(token)
 
 
+def _ask(method: str, subject: str | None = "alice") -> Scope:
+    scope: Scope = {"type": "http", "path": "/mcp", "method": method, "headers": []}
+    if subject is not None:
+        scope["user"] = _user("alpha", subject)
+    return scope
+
+
+def _receiving(*bodies: bytes) -> Receive:
+    """A `receive` giving one body in the pieces given."""
+    pending = [
+        {"type": "http.request", "body": body, "more_body": n < len(bodies) - 1}
+        for n, body in enumerate(bodies)
+    ]
+
+    async def receive() -> Message:
+        return pending.pop(0)
+
+    return receive
+
+
+def _sender(events: list[object], subject: str = "alice") -> Send:
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            events.append((subject, message["status"], dict(message["headers"])[b"retry-after"]))
+
+    return send
+
+
+CALL_BODY = json.dumps(GET_104).encode()
+PEEK = limits.ID_PEEK_BYTES
+
+
+@pytest.mark.anyio
+async def test_a_request_without_a_verified_user_passes_to_the_app_unlimited() -> None:
+    # In the served app the token layer answers 401 first; alone, the middleware must still
+    # pass such a request on (never count it against a tenant) rather than fail on it.
+    events: list[object] = []
+    share = _share(0.5, events)
+    for _ in range(3):
+        await share(_ask("POST", None), _receiving(CALL_BODY), _sender(events))
+    assert events == [(None, "POST", None, CALL_BODY)] * 3
+
+
+@pytest.mark.anyio
+async def test_a_refused_tool_call_goes_on_marked_with_whose_rate_and_when_to_retry() -> None:
+    events: list[object] = []
+    share = _share(0.5, events)  # a burst of 1, a token every 2 s
+    for _ in range(2):
+        await share(_ask("POST"), _receiving(CALL_BODY[:10], CALL_BODY[10:]), _sender(events))
+    assert events == [
+        ("alice", "POST", None, CALL_BODY),
+        ("refused", "subject_rate"),
+        ("alice", "POST", Refusal("token subject", 2), CALL_BODY),
+    ]
+
+
 @pytest.mark.anyio
 async def test_a_refusal_waits_and_a_request_sent_after_it_is_answered_first() -> None:
     # A client refused in a loop must wait between its calls, or its refusals take the
     # event loop from everyone: the 429 goes out after REFUSAL_DELAY_SECONDS, and another
     # subject's request, sent after the refused one, is answered before it.
-    events: list[tuple[str, object]] = []
-
-    async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        events.append((scope["user"].access_token.subject, "served"))
-
-    share = limits.FairShare(
-        app,
-        path="/mcp",
-        limits=RateLimits(tenant_rate=0, subject_rate=0.5),  # a burst of 1 each
-        tenant_claim="tenant",
-        draining=lambda: False,
-        refused=lambda limit: events.append(("refused", limit)),
-    )
-
-    def ask(subject: str) -> Scope:
-        return {"type": "http", "path": "/mcp", "headers": [], "user": _user("alpha", subject)}
-
-    async def receive() -> Message:
-        return {"type": "http.request", "body": b""}
-
-    def sender(subject: str) -> Send:
-        async def send(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                events.append((subject, message["status"]))
-
-        return send
-
-    await share(ask("alice"), receive, sender("alice"))
+    events: list[object] = []
+    share = _share(0.1, events)  # other requests: 0.5/s, a burst of 1
+    await share(_ask("GET"), _receiving(b""), _sender(events))
     async with anyio.create_task_group() as group:
-        group.start_soon(share, ask("alice"), receive, sender("alice"))
-        group.start_soon(share, ask("bob"), receive, sender("bob"))
+        group.start_soon(share, _ask("GET"), _receiving(b""), _sender(events))
+        group.start_soon(share, _ask("GET", "bob"), _receiving(b""), _sender(events, "bob"))
     assert events == [
-        ("alice", "served"),
-        ("refused", "subject_rate"),
-        ("bob", "served"),
-        ("alice", 429),
+        ("alice", "GET", None, b""),
+        ("refused", "subject_housekeeping_rate"),
+        ("bob", "GET", None, b""),
+        ("alice", 429, b"2"),
     ]
     assert limits.REFUSAL_DELAY_SECONDS == 0.5
+
+
+@pytest.mark.anyio
+async def test_a_delete_is_never_counted_nor_refused_even_while_draining() -> None:
+    events: list[object] = []
+    share = _share(0.1, events, draining=True)
+    for _ in range(3):
+        await share(_ask("DELETE"), _receiving(b""), _sender(events))
+    assert events == [("alice", "DELETE", None, b"")] * 3
+
+
+@pytest.mark.anyio
+async def test_a_body_past_the_peek_counts_as_a_call_and_is_refused_429() -> None:
+    # Its method is not read, so it cannot be answered as a tool result.
+    events: list[object] = []
+    share = _share(0.5, events)
+    big = b'{"id": 3, "method": "ping", "pad": "' + b"x" * PEEK + b'"}'
+    for _ in range(2):
+        pieces = big[:100], big[100 : PEEK + 100], big[PEEK + 100 :]
+        await share(_ask("POST"), _receiving(*pieces), _sender(events))
+    assert events == [
+        ("alice", "POST", None, big),
+        ("refused", "subject_rate"),
+        ("alice", 429, b"2"),
+    ]
+
+
+@pytest.mark.anyio
+async def test_a_body_declared_past_the_peek_is_not_read_before_the_app() -> None:
+    # The SDK answers 413 from Content-Length alone; the limit must not wait for the body.
+    events: list[object] = []
+    share = _share(0.5, events)
+
+    async def never() -> Message:
+        pytest.fail("the body was read")
+
+    declared = {**_ask("POST"), "headers": [(b"content-length", str(PEEK + 1).encode())]}
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        events.append("413 from the header")
+
+    share.app = app
+    await share(declared, never, _sender(events))
+    await share(declared, never, _sender(events))
+    assert events == ["413 from the header", ("refused", "subject_rate"), ("alice", 429, b"2")]
+
+
+class _Context:
+    """What `rate_limited` reads of a call's context: its HTTP request, if any."""
+
+    def __init__(self, request: object) -> None:
+        self.request = request
+
+
+@pytest.mark.parametrize(
+    ("context", "outcome"),
+    [
+        pytest.param(
+            _Context(Request({"type": "http", limits.RATE_LIMITED_KEY: Refusal("tenant", 3)})),
+            Outcome(
+                {"ok": False, "code": "rate_limited", "retry_after": 3},
+                "too many tool calls for this tenant; retry in 3 s",
+            ),
+            id="marked",
+        ),
+        pytest.param(_Context(Request({"type": "http"})), None, id="not-marked"),
+        pytest.param(_Context(None), None, id="stdio"),
+        pytest.param(object(), None, id="no-request"),
+    ],
+)
+def test_rate_limited_reads_the_mark_of_the_calls_request(
+    context: object, outcome: Outcome | None
+) -> None:
+    assert limits.rate_limited(context) == outcome
 
 
 def _chunks(*bodies: bytes) -> list[Message]:
@@ -284,9 +616,6 @@ def _chunks(*bodies: bytes) -> list[Message]:
         {"type": "http.request", "body": body, "more_body": n < last}
         for n, body in enumerate(bodies)
     ]
-
-
-PEEK = limits.ID_PEEK_BYTES
 
 
 @pytest.mark.parametrize(
@@ -315,4 +644,7 @@ async def test_a_429_carries_the_id_of_a_small_body(
     async def receive() -> Message:
         return next(pending)
 
-    assert await limits._request_id(receive) == request_id
+    read, envelope = await limits._peek(receive)
+    assert limits._request_id(envelope) == request_id
+    # What was read is given on whole: over the peek, the rest is still to be received.
+    assert read == messages[: len(read)]

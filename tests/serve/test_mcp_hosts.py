@@ -9,6 +9,7 @@ tools are listed and called directly, and one agent run uses pydantic-ai's offli
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sys
@@ -19,9 +20,10 @@ from typing import Any, cast
 import pytest
 from agents import RunContextWrapper
 from agents.mcp import MCPServerStdio, MCPUtil
+from agents.strict_schema import ensure_strict_json_schema
 from fastmcp.client.transports import StdioTransport
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import ModelRetry
+from pydantic_ai.exceptions import ModelRetry, UnexpectedModelBehavior
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.messages import (
     ModelMessage,
@@ -32,6 +34,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.test import TestModel
 
 from expected import ALPHA, ALPHA_NO_READ, T101, T104, T107, T112
 from ticket_tools import execute_tool, fixture_records
@@ -146,6 +149,16 @@ async def test_agents_model_sees_a_result_as_json(
     assert seen == {"type": "text", "text": json.dumps(expected)}
 
 
+def test_agents_strict_conversion_makes_every_search_argument_required() -> None:
+    # The trap docs/mcp.md names: MCPServerStdio(..., convert_schemas_to_strict=True) hands
+    # the model this schema, so it can never ask for the first page without a filter.
+    search = next(d for d in export_declarations("mcp") if d["name"] == "search_tickets")
+    schema = cast("dict[str, Any]", search["inputSchema"])
+    strict = ensure_strict_json_schema(copy.deepcopy(schema))
+    assert schema["required"] == []
+    assert strict["required"] == ["status", "query", "limit", "cursor"]
+
+
 # --- pydantic-ai
 
 
@@ -179,6 +192,17 @@ async def test_pydantic_ai_returns_a_result_as_the_dict(
     name, args = SUCCESS
     got = await toolsets["alpha"].direct_call_tool(name, args)
     assert got == execute_tool(name, args, ALPHA, fixture_records())
+
+
+async def test_pydantic_ai_plain_test_model_cannot_make_a_ticket_id(
+    toolsets: dict[str, MCPToolset[None]],
+) -> None:
+    # The trap docs/mcp.md names: TestModel() fills each string argument with text that
+    # breaks the ID pattern, so its get_ticket call fails until the retries run out.
+    agent = Agent(TestModel(), toolsets=[toolsets["alpha"]])
+    with pytest.raises(UnexpectedModelBehavior) as raised:
+        await agent.run("Read a ticket")
+    assert str(raised.value).startswith("Tool 'get_ticket' exceeded max retries count of 1.")
 
 
 # --- One agent run: pydantic-ai's offline FunctionModel drives the tools through MCP.

@@ -28,9 +28,9 @@ from mcp.shared.exceptions import MCPError
 import ticket_tools.serve
 from expected import UNKNOWN_TOOL_DETAIL
 from ticket_tools import execute_tool, fixture_records, run_tool
-from ticket_tools.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
 from ticket_tools.catalog import REGISTRY
 from ticket_tools.cli import main
+from ticket_tools.cli.acceptance import ALPHA, ALPHA_NO_READ, BETA, CALLS, AcceptanceCall
 from ticket_tools.declarations.exports import export_declarations
 from ticket_tools.filters import TicketFilter
 from ticket_tools.outcome import Outcome
@@ -761,7 +761,8 @@ def test_serve_without_the_mcp_extra_says_how_to_install_it(
     captured = capsys.readouterr()
     assert (captured.out, captured.err) == (
         "",
-        "ticket-tools: serve needs the MCP SDK: pip install 'ticket-tools[mcp]'\n",
+        "ticket-tools: serve needs the mcp extra: in a clone of ticket-tools, "
+        "pip install -e '.[mcp]'\n",
     )
 
 
@@ -794,6 +795,32 @@ def test_unknown_tool_outcome_is_an_invalid_params_error() -> None:
 def test_server_names_itself_and_its_version() -> None:
     server = build_server(ALPHA, fixture_records())
     assert (server.name, server.version) == ("ticket-tools", version("ticket-tools"))
+
+
+def test_serve_raises_broken_pipe_when_the_transport_loses_stdout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The transport raises it once stdout cannot be written (the client is gone); serve()
+    # raises it bare, outside its task group, so the command line's handler reports 141.
+    @asynccontextmanager
+    async def lost_stdout() -> AsyncIterator[tuple[str, str]]:
+        yield ("stdin", "stdout")
+        raise BrokenPipeError(32, "Broken pipe")
+
+    class FakeServer:
+        def create_initialization_options(self) -> str:
+            return "options"
+
+        async def run(self, read: object, write: object, options: object) -> None:
+            return None
+
+    monkeypatch.setattr(mcp_server, "build_server", lambda *args, **kwargs: FakeServer())
+    monkeypatch.setattr(mcp_server, "stdio_transport", lost_stdout)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(mcp_server.serve, BETA, fixture_records())
+        with pytest.raises(BrokenPipeError) as raised:
+            future.result()
+    assert (raised.value.errno, raised.value.strerror) == (32, "Broken pipe")
 
 
 def test_serve_logs_to_stderr_and_runs_the_session_over_stdio(

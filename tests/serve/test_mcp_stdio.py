@@ -6,9 +6,9 @@ would send them; `read_line` and `encode` are also checked in-process, rule by r
 
 from __future__ import annotations
 
-import io
 import json
 import logging
+import os
 import select
 import subprocess
 import sys
@@ -25,6 +25,7 @@ from mcp.shared.message import SessionMessage
 
 from expected import ALPHA, T101
 from ticket_tools import execute_tool, fixture_records
+from ticket_tools.serve import stdio
 from ticket_tools.serve.server import build_server
 from ticket_tools.serve.stdio import encode, read_line, stdio_transport
 
@@ -372,22 +373,61 @@ def test_encode(message: types.JSONRPCMessage, line: str) -> None:
     assert json.loads(line) == message.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
-def test_transport_in_process_answers_refused_lines_and_ends_at_eof(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # In-process too, so that mutation testing reaches the reader and the writer.
+def test_transport_in_process_answers_refused_lines_and_every_request_before_eof() -> None:
+    # In-process too, so that mutation testing reaches the reader, the relay and the writer.
+    call = _call(9, '{"ticket_id": "TKT-101"}', name="get_ticket")
     lines = [b"hello", b"", b'{"jsonrpc": "2.0", "method": "notifications/initialized"}', b"[]"]
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n".join(lines) + b"\n")))
-    out = io.BytesIO()
-    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(out))
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    os.write(stdin_write, b"\n".join([*lines, call]) + b"\n")
+    os.close(stdin_write)
     server = build_server(ALPHA, fixture_records())
 
     async def run() -> None:
-        async with stdio_transport() as (read_stream, write_stream):
+        async with stdio_transport(stdin_read, stdout_write) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    anyio.run(run)
-    assert out.getvalue().decode().splitlines() == [
+    try:
+        anyio.run(run)
+        os.close(stdout_write)
+        with os.fdopen(stdout_read, "rb") as out:
+            written = out.read().decode().splitlines()
+    finally:
+        os.close(stdin_read)
+    text = json.dumps({"ok": True, "ticket": T101})
+    answer = {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {"ok": True, "ticket": T101},
+    }
+    assert written[:2] == [
         '{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}',
         '{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request"}}',
     ]
+    assert [json.loads(line) for line in written[2:]] == [
+        {"jsonrpc": "2.0", "id": 9, "result": {**answer, "isError": False}}
+    ]
+
+
+def test_the_relay_settles_a_request_for_each_answer_only() -> None:
+    # A notification from the server is passed on and answers nothing.
+    unanswered = stdio._Unanswered()
+    for request_id in (1, 2):
+        unanswered.track(types.JSONRPCRequest(jsonrpc="2.0", id=request_id, method="ping"))
+    sent: list[SessionMessage] = []
+    messages = [
+        SessionMessage(types.JSONRPCNotification(jsonrpc="2.0", method="notifications/x")),
+        SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=1, result={})),
+    ]
+
+    async def run() -> None:
+        to_relay, from_server = anyio.create_memory_object_stream[SessionMessage](2)
+        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage](2)
+        for message in messages:
+            await to_relay.send(message)
+        to_relay.close()
+        await stdio._relay(from_server, to_client, unanswered)
+        async with client_reads:
+            sent.extend([item async for item in client_reads])
+
+    anyio.run(run)
+    assert (sent, unanswered.count) == (messages, 1)

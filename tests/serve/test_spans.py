@@ -34,6 +34,8 @@ from ticket_tools.serve import spans
 from ticket_tools.serve.direct import SWITCH
 from ticket_tools.serve.spans import CallSpans, SpansError, start, wanted
 
+# The install hint, as the server words it: from a clone (the package is not published).
+HINT = "in a clone of ticket-tools, pip install -e '.[mcp,otel]'"
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{TRACE}-{PARENT}-01"
@@ -173,13 +175,13 @@ def test_exporters() -> None:
         pytest.param(
             "opentelemetry.sdk.resources",
             {"OTEL_TRACES_EXPORTER": "console"},
-            "OTEL_* variables ask for spans: install ticket-tools[otel]",
+            f"OTEL_* variables ask for spans: {HINT}",
             id="no-sdk",
         ),
         pytest.param(
             "opentelemetry.exporter.otlp.proto.http.trace_exporter",
             {"OTEL_TRACES_EXPORTER": "otlp"},
-            "OTLP spans need the OTLP exporter: install ticket-tools[otel]",
+            f"OTLP spans need the OTLP exporter: {HINT}",
             id="no-otlp-exporter",
         ),
     ],
@@ -464,7 +466,7 @@ def test_without_the_extra_spans_asked_for_refuse_to_start(
     )
     assert (done.returncode, done.stderr.splitlines()[-1:]) == (
         2,
-        ["ticket-tools: OTEL_* variables ask for spans: install ticket-tools[otel]"],
+        [f"ticket-tools: OTEL_* variables ask for spans: {HINT}"],
     )
 
 
@@ -489,4 +491,7 @@ def test_the_root_package_never_imports_opentelemetry() -> None:
     )
     assert done.returncode == 0, done.stderr
     count, imported = done.stdout.split(" ", 1)
-    assert (int(count) > 10, imported.strip()) == (True, "[]")
+    # Every root module was imported: as many as the package folder holds, but __init__.
+    package = Path(spans.__file__).parents[1]
+    on_disk = len([path for path in package.glob("*.py") if path.name != "__init__.py"])
+    assert (int(count), imported.strip()) == (on_disk, "[]")

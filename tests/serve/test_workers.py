@@ -33,8 +33,7 @@ from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import fixture_records
 from ticket_tools.serve.workers import StoreCalls, StoreUnavailable, WorkerLimits
-from ticket_tools.store import StoreError
-from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.failure import StoreError, StoreFailure
 
 GET_104 = {"ticket_id": "TKT-104"}
 UNAVAILABLE = {

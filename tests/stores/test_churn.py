@@ -35,6 +35,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import OWNER, READER, PostgresDatabase
+from store_cases import EVERY
 from strategies import statuses, titles
 from ticket_tools import Records, TicketFilter, TicketStore, execute_tool
 from ticket_tools.stores.feed import Change, Counts
@@ -266,7 +267,7 @@ def _snapshot(records: dict[str, dict[str, str]], changes: list[Change]) -> Reco
 
 def _everything(store: TicketStore | Records) -> dict[str, list[Any]]:
     if isinstance(store, TicketStore):
-        return {tenant: store.find(tenant, TicketFilter(), limit=None) for tenant in TENANTS}
+        return {tenant: store.find(tenant, TicketFilter(), limit=EVERY) for tenant in TENANTS}
     return {
         tenant: [
             {"id": t["id"], "title": t["title"], "status": t["status"]}

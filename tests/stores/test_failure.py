@@ -1,9 +1,8 @@
-"""A database store's failure (src/ticket_tools/stores/failure.py): a StoreError with a reason."""
+"""A store failure (src/ticket_tools/stores/failure.py): StoreError, and one with a reason."""
 
 from __future__ import annotations
 
-from ticket_tools.store import StoreError
-from ticket_tools.stores import StoreFailure
+from ticket_tools.stores import StoreError, StoreFailure
 
 
 def test_a_store_failure_carries_its_reason_and_its_message() -> None:
@@ -13,6 +12,15 @@ def test_a_store_failure_carries_its_reason_and_its_message() -> None:
     assert (isinstance(error, StoreError), error.reason, str(error), error.args) == (
         True,
         "locked",
+        "tickets.db is locked by another process",
+        ("tickets.db is locked by another process",),
+    )
+
+
+def test_a_store_error_is_its_one_line_message() -> None:
+    # Hosts print the message as is (docs/stores.md): it must survive unchanged.
+    error = StoreError("tickets.db is locked by another process")
+    assert (str(error), error.args) == (
         "tickets.db is locked by another process",
         ("tickets.db is locked by another process",),
     )

@@ -15,13 +15,14 @@ from ticket_tools.stores.feed import (
     parse_change,
     plan,
 )
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.records import MAX_VERSION
-from ticket_tools.tickets import IdFormat
 
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 VERSION_RULE = "the version is not an integer from 0 to 2^63-1"
 WIDTH_RULE = "the id is not TKT- followed by exactly three digits"
+STATUS_RULE = 'the status is not "open" or "closed"'
 TICKET = {"id": "TKT-120", "title": "VPN drops hourly", "status": "open"}
 
 
@@ -55,10 +56,23 @@ def test_the_version_range_is_inclusive(version: int) -> None:
     assert parse_change(_delete(version=version)).version == version
 
 
+PRETTY = (
+    "the line is not JSON: it ends inside an object or array; a feed holds one whole JSON "
+    "object per line (JSON Lines), not pretty-printed JSON"
+)
+
+
 @pytest.mark.parametrize(
     ("line", "rule"),
     [
-        pytest.param(b"{", "the line is not JSON", id="not-json"),
+        pytest.param(b"x", "the line is not JSON", id="not-json"),
+        # The first line of a pretty-printed change: the one-change-per-line rule is named.
+        pytest.param(b"{", PRETTY, id="pretty-printed-open-brace"),
+        pytest.param(b'  {"op": "upsert",  ', PRETTY, id="pretty-printed-first-field"),
+        pytest.param(b"[", PRETTY, id="pretty-printed-open-bracket"),
+        pytest.param(b"}", "the line is not JSON", id="pretty-printed-close-brace"),
+        pytest.param(b'{"op": "upsert", "key": "al', "the line is not JSON", id="cut-in-a-string"),
+        pytest.param(b"{} {", "the line is not JSON", id="a-second-object-begun"),
         pytest.param(b"", "the line is not JSON", id="empty"),
         pytest.param(b'{"op": "\xff"}', "the line is not UTF-8 text", id="not-utf8"),
         pytest.param(_delete().encode("utf-16"), "the line is not UTF-8 text", id="utf-16-bom"),
@@ -160,6 +174,12 @@ def test_the_version_range_is_inclusive(version: int) -> None:
         pytest.param(_upsert(ticket=["TKT-120"]), FIELDS_RULE, id="ticket-not-object"),
         pytest.param(_upsert(ticket={"id": "TKT-120", "title": "t"}), FIELDS_RULE, id="no-status"),
         pytest.param(_upsert(ticket={**TICKET, "title": 7}), FIELDS_RULE, id="title-number"),
+        pytest.param(_upsert(ticket={**TICKET, "status": "Open"}), STATUS_RULE, id="status-case"),
+        pytest.param(_upsert(ticket={**TICKET, "status": ""}), STATUS_RULE, id="status-empty"),
+        pytest.param(
+            _upsert(ticket={**TICKET, "status": "pending"}), STATUS_RULE, id="status-other"
+        ),
+        pytest.param(_upsert(ticket={**TICKET, "status": 1}), FIELDS_RULE, id="status-number"),
         pytest.param(
             _upsert(ticket={**TICKET, "id": "TKT-1200"}, key="alpha:TKT-1200"),
             "the id is not TKT- followed by exactly three digits",

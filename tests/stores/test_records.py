@@ -6,13 +6,15 @@ from typing import cast
 
 import pytest
 
-from ticket_tools import IdFormat, Records, fixture_records
+from ticket_tools import Records, fixture_records
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.records import (
     MAX_VERSION,
     RecordsError,
     StoredRow,
     check_high_water,
     is_text,
+    record_row,
     record_rows,
     split_first,
 )
@@ -21,6 +23,7 @@ from wide_ids import SIX, wide_id_of, widened
 KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
 FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 ID_RULE = "the id is not TKT- followed by exactly three digits"
+STATUS_RULE = 'the status is not "open" or "closed"'
 
 
 def _records(key: object, **ticket: object) -> Records:
@@ -122,6 +125,50 @@ def test_an_id_a_cursor_cannot_page_is_refused(ticket_id: str) -> None:
     with pytest.raises(RecordsError) as raised:
         record_rows(records)
     assert str(raised.value) == f"record 2 (in file order): {ID_RULE}"
+
+
+# Issue 32, point 3: search_tickets filters on "open" and "closed" exactly, and its
+# declaration tells the model a status is one of them: any other status would be missed
+# by every filter and reach the model outside the tool's own enum.
+@pytest.mark.parametrize(
+    "status",
+    [
+        pytest.param("Open", id="capitalised"),
+        pytest.param("CLOSED", id="upper-case"),
+        pytest.param("", id="empty"),
+        pytest.param("pending", id="another-word"),
+        pytest.param("open ", id="trailing-space"),
+        pytest.param("closed\n", id="trailing-newline"),
+        pytest.param("\u043epen", id="cyrillic-o"),
+        pytest.param("open\x00", id="nul"),
+    ],
+)
+def test_a_status_other_than_open_or_closed_is_refused(status: str) -> None:
+    records = {
+        "alpha:TKT-101": {"id": "TKT-101", "title": "t", "status": "closed"},
+        "alpha:TKT-102": {"id": "TKT-102", "title": "t", "status": status, "note": "secret"},
+    }
+    with pytest.raises(RecordsError) as raised:
+        record_rows(records)
+    assert str(raised.value) == f"record 2 (in file order): {STATUS_RULE}"
+
+
+@pytest.mark.parametrize(
+    ("key", "ticket", "rule"),
+    [
+        pytest.param(
+            "alpha:TKT-101", {"id": "TKT-101", "title": "t", "status": 1}, FIELDS_RULE, id="fields"
+        ),
+        pytest.param("alpha:TKT-1", {"id": "TKT-1", "title": "t", "status": "x"}, ID_RULE, id="id"),
+        pytest.param(
+            "alpha:TKT-102", {"id": "TKT-101", "title": "t", "status": "x"}, KEY_RULE, id="key"
+        ),
+    ],
+)
+def test_the_status_rule_comes_after_the_others(key: str, ticket: object, rule: str) -> None:
+    with pytest.raises(RecordsError) as raised:
+        record_row(key, ticket)
+    assert str(raised.value) == rule
 
 
 def test_rows_keep_order_and_only_the_public_fields() -> None:

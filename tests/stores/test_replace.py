@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
+from store_cases import EVERY
 from ticket_tools import Records, TicketFilter, TicketStore, execute_tool, fixture_records
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts
@@ -272,7 +273,8 @@ def test_postgres_replace_of_a_database_it_cannot_reach(
         replace_dsn(dsn, NEW)
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
-        f"cannot replace the tickets of {describe(dsn)} (OperationalError)",
+        f"cannot replace the tickets of {describe(dsn)}: no connection (the server is down "
+        "or unreachable, or it refused the database, role or password)",
     )
 
 
@@ -454,7 +456,7 @@ def _versioned(**tickets: tuple[str, int]) -> Records:
 
 
 def _titles(store: TicketStore) -> dict[str, str]:
-    return {t["id"]: t["title"] for t in store.find("alpha", TicketFilter(), limit=None)}
+    return {t["id"]: t["title"] for t in store.find("alpha", TicketFilter(), limit=EVERY)}
 
 
 def check_a_versioned_refresh(

@@ -2,8 +2,8 @@
 
 Issue 31's done-when, as properties over generated stores: titles and queries of ASCII,
 é, ß, CJK, İ (two code points lowered), the Kelvin sign, sigma, %, _, \\ and spaces;
-cursors of any text; limits 1 to 10 and None. Every tenant is indexed here
-(INDEX_MIN_TICKETS 0) and the scan before the index reads one row a ticket, so that the
+cursors of any text; limits 1 to 11 and past any tenant (2^63 - 1, 2^70). Every tenant is
+indexed here (INDEX_MIN_TICKETS 0) and the scan before the index reads one row a ticket, so that the
 index's own paths answer most searches; ids of six digits spread over several buckets.
 After generated feeds (upserts, deletes, stale changes, tombstones) and refreshes (a swap,
 a versioned merge), the pages still match the oracle's, and the index is exactly what a
@@ -26,17 +26,12 @@ from hypothesis import strategies as st
 
 from conftest import OWNER, READER, PostgresDatabase
 from index_rows import expected_index, index_rows
-from ticket_tools import (
-    DictStore,
-    IdFormat,
-    Records,
-    TicketFilter,
-    TicketStore,
-    make_registry,
-    run_tool,
-)
+from store_cases import EVERY
+from ticket_tools import DictStore, Records, TicketFilter, TicketStore, run_tool
+from ticket_tools.declarations.widths import make_registry
 from ticket_tools.stores import index_search, index_writes
 from ticket_tools.stores.feed import Change, Counts
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.postgres.importer import import_records, replace_records
 from ticket_tools.stores.postgres.store import PostgresStore
 from ticket_tools.stores.postgres.writer import PostgresWriter
@@ -64,7 +59,8 @@ queries = (
     | st.text(ALPHABET, min_size=30, max_size=40)
 )
 cursors = st.none() | ticket_ids | st.text("TK-0149 \x00\uffff", max_size=8)
-limits = st.none() | st.integers(1, 11)
+# Past any tenant: the largest LIMIT either database takes, and past it (store_cases).
+limits = st.integers(1, 11) | st.just(EVERY) | st.just(2**70)
 
 
 @st.composite
@@ -77,9 +73,7 @@ def stores(draw: st.DrawFn) -> dict[str, dict[str, str]]:
 
 
 @st.composite
-def requests(
-    draw: st.DrawFn, records: dict[str, dict[str, str]]
-) -> tuple[str, TicketFilter, int | None]:
+def requests(draw: st.DrawFn, records: dict[str, dict[str, str]]) -> tuple[str, TicketFilter, int]:
     tenant = draw(st.sampled_from((*TENANTS, "delta")))
     stored = [ticket["title"] for key, ticket in records.items() if key.startswith(f"{tenant}:")]
     # A query cut from a stored title, so that most searches find something.
@@ -205,7 +199,7 @@ def same_answers(store: TicketStore, records: Records, data: st.DataObject) -> N
         tenant, where, limit = data.draw(requests(dict(records)), label="find")  # type: ignore[arg-type]
         assert store.find(tenant, where, limit=limit) == oracle.find(tenant, where, limit=limit)
     tenant, where, limit = data.draw(requests(dict(records)), label="walk")  # type: ignore[arg-type]
-    args: dict[str, Any] = {"limit": limit or 10}
+    args: dict[str, Any] = {"limit": limit if limit <= 11 else 10}
     if where.text is not None and len(where.text) <= 40:
         args["query"] = where.text
     if where.status is not None:
@@ -332,6 +326,34 @@ def test_a_tenant_grown_to_the_threshold_is_indexed_whole(
     assert made.apply(shrink) == Counts(0, 2, 0)
     del state["alpha:TKT-000001"], state["alpha:TKT-000002"]
     assert made.index() == expected_index(state, indexed={"alpha"})
-    assert made.store.find("alpha", TicketFilter(text="kerberos"), limit=None) == [
+    assert made.store.find("alpha", TicketFilter(text="kerberos"), limit=EVERY) == [
         {"id": "TKT-004097", "title": "Kerberos expired", "status": "open"}
     ]
+
+
+@pytest.mark.parametrize("limit", [EVERY, 2**70])
+def test_a_limit_past_any_tenant_is_every_match(
+    make: Maker, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    # The shipped scan (8 rows a ticket wanted): 8 x limit is past any LIMIT either takes.
+    monkeypatch.setattr(index_search, "MIN_SCAN_ROWS", 64)
+    monkeypatch.setattr(index_search, "SCAN_ROWS_PER_TICKET", 8)
+    records = {
+        f"alpha:TKT-{n:06d}": {
+            "id": f"TKT-{n:06d}",
+            "title": "Kerberos expired" if n % 3 == 0 else "Login fails",
+            "status": "open" if n % 5 == 0 else "closed",
+        }
+        for n in range(12)
+    }
+    made = make(records)
+    oracle = DictStore(records)
+    for where in (
+        TicketFilter(text="kerberos"),
+        TicketFilter(text="fails"),
+        TicketFilter(status="open"),
+        TicketFilter(status="closed", text="login", after="TKT-000004"),
+    ):
+        assert made.store.find("alpha", where, limit=limit) == oracle.find(
+            "alpha", where, limit=limit
+        )

@@ -244,7 +244,7 @@ class RecordingStore(DictStore):
         super().__init__(fixture_records())
         self.requests: list[dict[str, object]] = []
 
-    def find(self, tenant: str, where: TicketFilter, *, limit: int | None) -> list[Ticket]:
+    def find(self, tenant: str, where: TicketFilter, *, limit: int) -> list[Ticket]:
         self.requests.append({"tenant": tenant, "where": where, "limit": limit})
         return super().find(tenant, where, limit=limit)
 

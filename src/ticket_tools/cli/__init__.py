@@ -1,5 +1,5 @@
-"""The `ticket-tools` command line: `main` (program.py) and one module per command family."""
+"""The `ticket-tools` command line: `main` (entry.py), and one module per command family."""
 
-from ticket_tools.cli.program import main
+from ticket_tools.cli.entry import main
 
 __all__ = ["main"]

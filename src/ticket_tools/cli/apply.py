@@ -14,18 +14,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from types import FrameType
 from typing import BinaryIO, Protocol, TextIO, cast
 
-from ticket_tools.cli.command import CommandError, Commands
-from ticket_tools.cli.dead_letters import DeadLetters
-from ticket_tools.cli.inputs import os_reason, positive_seconds
+from ticket_tools.cli import signals, streams
+from ticket_tools.cli.command import CommandError, Commands, counted
+from ticket_tools.cli.dead_letters import DeadLetters, FileId
+from ticket_tools.cli.inputs import closed_stdin, os_reason, positive_seconds
 from ticket_tools.cli.lines import Event, LineReader
 from ticket_tools.cli.stores import (
     POSTGRES_ENV,
@@ -43,8 +42,8 @@ from ticket_tools.stores.feed import (
     OnWait,
     parse_change,
 )
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.text import clean_change, titles_cleaned
-from ticket_tools.tickets import IdFormat
 
 # A batch is committed at this many changes: large enough that a commit's cost is
 # shared by many changes, small enough that a batch's transaction stays short.
@@ -54,10 +53,9 @@ BATCH_CHANGES = 1_000
 BATCH_SECONDS = 0.5
 # On a terminal, progress is redrawn at most this often.
 PROGRESS_SECONDS = 1.0
-# Exit statuses of apply's own: some lines were set aside (--dead-letter), and SIGTERM
-# (128 + 15, what a shell reports for a process it ended).
+# The exit status of apply's own: some lines were set aside (--dead-letter). SIGTERM's,
+# 143, is every command's (`signals`).
 EXIT_SET_ASIDE = 3
-EXIT_TERMINATED = 143
 
 
 class FeedWriter(Protocol):
@@ -101,6 +99,9 @@ class Applied:
     """Whether the run stopped at its wake-up (SIGTERM) before the feed's end."""
     cleaned: int = 0
     """Titles the clean-text rules changed (`stores.text`), stale changes' included."""
+    uncommitted_from: int | None = None
+    """With `woken`: the first line not committed, when SIGTERM's grace ran out in a batch
+    (`signals.finishing`, a wait for the store); it and every line after it were not."""
 
 
 SetAside = Callable[[int, str, bytes], None]
@@ -124,7 +125,9 @@ def apply_feed(
     FeedLineError at the first malformed line, after committing every change before
     it, unless `set_aside` takes it (then the run goes on), and FeedReadError if
     reading fails, likewise. When `wake_fd` becomes readable, every whole line read
-    by then is applied and committed and the run returns with `woken`. A
+    by then is applied and committed and the run returns with `woken`; a batch that
+    is still being written GRACE_SECONDS after SIGTERM (`signals.finishing`) is rolled
+    back, and the run returns with `woken` and `uncommitted_from`. A
     KeyboardInterrupt loses only the open batch (the writer rolls back a batch it was
     applying). A batch holds `batch_changes` (default BATCH_CHANGES) changes at most,
     and is committed at most `batch_seconds` (default BATCH_SECONDS) after its first
@@ -132,61 +135,93 @@ def apply_feed(
     """
     # Past the limit by a byte is enough for parse_change to know a line is too long.
     reader = LineReader(stream.fileno(), limit=MAX_LINE_BYTES + 1, wake_fd=wake_fd)
-    batch: list[Change] = []
-    batch_cleaned = 0
-    total = Applied(0, Counts())
+    batches = _Batches(writer, on_commit)
     deadline = 0.0
     most = BATCH_CHANGES if batch_changes is None else batch_changes
     seconds = BATCH_SECONDS if batch_seconds is None else batch_seconds
-
-    def commit() -> None:
-        nonlocal total, batch_cleaned
-        if batch:
-            counts = total.counts + writer.apply(batch)
-            total = replace(
-                total,
-                changes=total.changes + len(batch),
-                counts=counts,
-                cleaned=total.cleaned + batch_cleaned,
-            )
-            batch.clear()
-            batch_cleaned = 0
-            if on_commit is not None:
-                on_commit(total)
-
     number = 0
-    while True:
-        try:
-            item = reader.read_line(max(0.0, deadline - time.monotonic()) if batch else None)
-        except OSError as error:
-            commit()
-            raise FeedReadError(os_reason(error)) from None
-        if item is Event.WAITED:
-            commit()
-            continue
-        if isinstance(item, Event):
-            commit()
-            return replace(total, woken=item is Event.WOKEN)
-        number += 1
-        if not item.strip():
-            continue  # a blank line, such as one at the very end
-        try:
-            change = parse_change(item.removesuffix(b"\n"), id_format=writer.id_format)
-            change, cleaned = clean_change(change, raw=raw_titles)
-            writer.check(change)
-        except FeedError as error:
-            if set_aside is None:
-                commit()
-                raise FeedLineError(number, str(error)) from None
-            set_aside(number, str(error), item)
-            total = replace(total, set_aside=total.set_aside + 1)
-            continue
-        batch.append(change)
-        batch_cleaned += cleaned
-        if len(batch) == 1:
-            deadline = time.monotonic() + seconds
-        if len(batch) >= most:
-            commit()
+    try:
+        while True:
+            waiting = max(0.0, deadline - time.monotonic()) if batches.changes else None
+            try:
+                item = reader.read_line(waiting)
+            except OSError as error:
+                batches.commit(number)
+                raise FeedReadError(os_reason(error)) from None
+            if item is Event.WAITED:
+                batches.commit(number)
+                continue
+            if isinstance(item, Event):
+                batches.commit(number)
+                return replace(batches.total, woken=item is Event.WOKEN)
+            number += 1
+            if not item.strip():  # a blank line, such as one at the very end
+                batches.passed(number)
+                continue
+            try:
+                change = parse_change(item.removesuffix(b"\n"), id_format=writer.id_format)
+                change, cleaned = clean_change(change, raw=raw_titles)
+                writer.check(change)
+            except FeedError as error:
+                if set_aside is None:
+                    batches.commit(number - 1)
+                    raise FeedLineError(number, str(error)) from None
+                set_aside(number, str(error), item)
+                batches.set_aside(number)
+                continue
+            if not batches.changes:
+                deadline = time.monotonic() + seconds
+            batches.add(change, cleaned)
+            if len(batches.changes) >= most:
+                batches.commit(number)
+    except signals.Terminated:
+        # SIGTERM's grace ran out in a batch, rolled back: say where the feed must resume.
+        return replace(batches.total, woken=True, uncommitted_from=batches.settled + 1)
+
+
+class _Batches:
+    """The open batch of `apply_feed`, the run's totals, and how far the feed is settled."""
+
+    def __init__(self, writer: FeedWriter, on_commit: Callable[[Applied], None] | None) -> None:
+        self._writer = writer
+        self._on_commit = on_commit
+        self.changes: list[Change] = []
+        self._cleaned = 0
+        self.total = Applied(0, Counts())
+        self.settled = 0
+        """Every line up to this one is committed, set aside or blank."""
+
+    def add(self, change: Change, cleaned: int) -> None:
+        """Add `change` to the open batch (`cleaned`: whether its title was cleaned)."""
+        self.changes.append(change)
+        self._cleaned += cleaned
+
+    def passed(self, number: int) -> None:
+        """Line `number` needs no commit (a blank line): settled, if no batch is open."""
+        if not self.changes:
+            self.settled = number
+
+    def set_aside(self, number: int) -> None:
+        """Count line `number`, just set aside."""
+        self.total = replace(self.total, set_aside=self.total.set_aside + 1)
+        self.passed(number)
+
+    def commit(self, number: int) -> None:
+        """Commit the open batch, if any: every line up to `number` is then settled."""
+        if self.changes:
+            with signals.finishing():
+                counts = self.total.counts + self._writer.apply(self.changes)
+            self.total = replace(
+                self.total,
+                changes=self.total.changes + len(self.changes),
+                counts=counts,
+                cleaned=self.total.cleaned + self._cleaned,
+            )
+            self.changes.clear()
+            self._cleaned = 0
+            if self._on_commit is not None:
+                self._on_commit(self.total)
+        self.settled = number
 
 
 class Progress:
@@ -203,7 +238,7 @@ class Progress:
         if now - self._last < PROGRESS_SECONDS:
             return
         self._last = now
-        self._out.write(f"\rapplying: {applied.changes} changes, {applied.counts}")
+        self._out.write(f"\rapplying: {counted(applied.changes, 'change')}, {applied.counts}")
         self._out.flush()
         self._drawn = True
 
@@ -287,11 +322,15 @@ def run_apply(options: argparse.Namespace) -> int:
         raise CommandError(f"apply needs --db FILE or --postgres DSN (or ${POSTGRES_ENV})")
     if dsn is not None:
         require_postgres()  # says how to install the extra if it is missing
+    if options.feed == "-" and sys.stdin is None:
+        raise closed_stdin()  # before a dead-letter file is created
     source = "stdin" if options.feed == "-" else options.feed
     with contextlib.ExitStack() as stack:
         letters = None
         if options.dead_letter is not None:
-            letters = stack.enter_context(DeadLetters.open(options.dead_letter, source))
+            letters = stack.enter_context(
+                DeadLetters.open(options.dead_letter, source, feed_file=_feed_file(options.feed))
+            )
         stream = stack.enter_context(_open_feed(options.feed))
         progress = Progress(sys.stderr) if sys.stderr.isatty() else None
         if progress is not None:
@@ -300,7 +339,8 @@ def run_apply(options: argparse.Namespace) -> int:
             options.db, dsn, id_format_of(options), options.wait_seconds, progress
         )
         stack.callback(writer.close)
-        wake_fd = stack.enter_context(_sigterm_wakes())
+        # From here SIGTERM drains; before, it ends apply where it is (nothing read yet).
+        wake_fd = stack.enter_context(signals.draining())
         try:
             applied = apply_feed(
                 stream,
@@ -314,45 +354,39 @@ def run_apply(options: argparse.Namespace) -> int:
             raise CommandError(f"{source} {error}") from None
         except FeedReadError as error:
             raise CommandError(f"cannot read {source}: {error}") from None
-    print(
-        f"applied {applied.changes} changes from {source} to {target}: {applied.counts}"
-        f"{titles_cleaned(applied.cleaned)}"
-    )
-    aside = f"{applied.set_aside} lines set aside in {options.dead_letter}"
-    if applied.woken:
-        terminated = "terminated (SIGTERM)"
-        print(
-            f"ticket-tools: {terminated}{'; ' + aside if applied.set_aside else ''}",
-            file=sys.stderr,
-        )
-        return EXIT_TERMINATED
-    if applied.set_aside:
-        print(f"ticket-tools: {aside}", file=sys.stderr)
-        return EXIT_SET_ASIDE
-    return 0
-
-
-@contextlib.contextmanager
-def _sigterm_wakes() -> Iterator[int]:
-    """While in the block, SIGTERM makes the yielded descriptor readable (a self-pipe).
-
-    The loop sees it at its next wait, between lines, so SIGTERM never lands in the
-    middle of a batch. The previous handler is put back after.
-    """
-    read_fd, write_fd = os.pipe()
-    os.set_blocking(write_fd, False)
-
-    def wake(signum: int, frame: FrameType | None) -> None:
-        with contextlib.suppress(BlockingIOError):  # already readable: once is enough
-            os.write(write_fd, b"T")
-
-    previous = signal.signal(signal.SIGTERM, wake)
+    status, outcome = _outcome(applied, options.dead_letter)
     try:
-        yield read_fd
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        os.close(read_fd)
-        os.close(write_fd)
+        # Flushed before the outcome's line, which follows it in a log of both streams.
+        print(
+            f"applied {counted(applied.changes, 'change')} from {source} to {target}: "
+            f"{applied.counts}{titles_cleaned(applied.cleaned)}",
+            flush=True,
+        )
+    except BrokenPipeError:
+        if not status:
+            raise  # nothing else to say: the exit says stdout went away (141)
+        streams.silence_stdout()  # the outcome, and its status, still stand
+    if outcome:
+        print(f"ticket-tools: {outcome}", file=sys.stderr)
+    return status
+
+
+def _outcome(applied: Applied, dead_letter: Path | None) -> tuple[int, str]:
+    """Return the exit status of a run that ended well, and its line for stderr (if any)."""
+    aside = (
+        f"{counted(applied.set_aside, 'line')} set aside in {dead_letter}"
+        if applied.set_aside
+        else ""
+    )
+    if not applied.woken:
+        return (EXIT_SET_ASIDE, aside) if aside else (0, "")
+    terminated = "terminated (SIGTERM)"
+    if applied.uncommitted_from is not None:
+        terminated += (
+            " while a batch waited for the store: lines from "
+            f"{applied.uncommitted_from} on were not committed"
+        )
+    return signals.EXIT_TERMINATED, "; ".join(part for part in (terminated, aside) if part)
 
 
 def _open_writer(
@@ -389,6 +423,15 @@ def _announce_wait(progress: Progress | None, target: str, wait: float) -> OnWai
         )
 
     return waiting
+
+
+def _feed_file(feed: str) -> FileId | None:
+    """Return the file the feed is read from, if it can be told: the dead letters' must differ."""
+    try:
+        found = os.fstat(0) if feed == "-" else os.stat(feed)
+    except OSError:
+        return None  # the feed cannot be opened: `_open_feed` says why
+    return FileId.of(found)
 
 
 def _open_feed(feed: str) -> contextlib.AbstractContextManager[BinaryIO]:

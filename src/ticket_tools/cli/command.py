@@ -1,9 +1,9 @@
-"""What every command family shares: how it registers its commands, and how one fails."""
+"""What every command family shares: how it registers its commands, how one fails, counts."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 # argparse's own (private) type for what add_subparsers() returns; generic only to mypy.
@@ -32,6 +32,26 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
+    # One signature for typeshed's two overloads (a Namespace subclass is not used here).
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """Parse `args`; an argument no parser takes is a usage error of this parser.
+
+        argparse hands a subcommand's unknown arguments up to the program, which then
+        printed its own usage (`apply --records` showed the program's, not apply's): the
+        innermost command now refuses them itself, with its own usage.
+        """
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
 
 class CommandError(Exception):
     """An expected failure: printed as one line on stderr, exit status 2."""
+
+
+def counted(count: int, noun: str) -> str:
+    """Return `count` and `noun`, plural unless one: "1 line", "3 lines", "0 tickets"."""
+    return f"{count} {noun if count == 1 else noun + 's'}"

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import os
 import sys
 from collections.abc import Sequence
 
-from ticket_tools.cli import apply, serve, stores, tools
+from ticket_tools.cli import apply, dev_token, serve, stores, streams, tools
 from ticket_tools.cli.command import CommandError, Family, Parser
-from ticket_tools.store import StoreError
+from ticket_tools.stores.failure import StoreError
 
 # Each family module adds its commands, in this order; a new family is one module and one
 # line here (docs/extending.md).
@@ -19,32 +18,29 @@ FAMILIES: tuple[Family, ...] = (
     serve.add_commands,  # serve stdio, serve http
     stores.add_commands,  # import
     apply.add_commands,  # apply
+    dev_token.add_commands,  # dev-token
 )
 
-# What a shell reports for a process stopped by SIGINT (Ctrl-C) or SIGPIPE: 128 + signal.
-EXIT_INTERRUPTED = 130
+# What a shell reports for a process stopped by SIGPIPE: 128 + signal (Ctrl-C and SIGTERM:
+# `entry.main`, `signals`).
 EXIT_BROKEN_PIPE = 141
 # An expected failure (CommandError, StoreError), as for argparse's usage errors.
 EXIT_FAILED = 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status."""
-    options = build_parser().parse_args(argv)
+    """Run the command line; return the exit status (`entry.main` runs it, signals handled)."""
     try:
+        # Inside: --help's output is written here.
+        options = build_parser().parse_args(argv)
         status: int = options.run(options)
         # Buffered output reaches a pipe here, so that a closed one is caught below.
         sys.stdout.flush()
     except (CommandError, StoreError) as error:
         return _fail(str(error), EXIT_FAILED)
-    except KeyboardInterrupt:
-        return _fail("interrupted", EXIT_INTERRUPTED)
     except BrokenPipeError:
-        # The reader went away (`| head -1`). Point stdout at /dev/null, or Python's
-        # own flush at exit fails again and prints a second message.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        # The reader went away (`| head -1`), or stdout was closed from the start (`>&-`).
+        streams.silence_stdout()
         return _fail("stdout was closed before the output was written", EXIT_BROKEN_PIPE)
     return status
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
+from ticket_tools.cli.command import counted
+
 # The line is redrawn at most this often, as `apply`'s.
 PROGRESS_SECONDS = 1.0
 
@@ -52,4 +54,4 @@ class ImportProgress(IndexingProgress):
     def update(self, records: int, bytes_read: int) -> None:
         """Redraw the line, at most once every PROGRESS_SECONDS."""
         share = min(bytes_read / self._size, 1.0) if self._size > 0 else 1.0
-        self._draw(f"importing: {records} records, {share:.0%} of the file")
+        self._draw(f"importing: {counted(records, 'record')}, {share:.0%} of the file")

@@ -12,20 +12,26 @@ import dataclasses
 import importlib.util
 import math
 import re
+import signal
+import sys
 from pathlib import Path
 from typing import Any
 
-from ticket_tools.catalog import make_registry
 from ticket_tools.cli.command import CommandError, Commands
-from ticket_tools.cli.inputs import positive_seconds
+from ticket_tools.cli.inputs import check_tenant, positive_seconds
 from ticket_tools.cli.stores import (
     add_id_digits_option,
     add_store_options,
     id_format_of,
     open_store,
 )
+from ticket_tools.declarations.widths import make_registry
 
-EXTRA = "Needs the mcp extra: pip install 'ticket-tools[mcp]'."
+MCP_INSTALL = "in a clone of ticket-tools, pip install -e '.[mcp]'"
+# On a line of its own, as written (RawDescriptionHelpFormatter): argparse would otherwise
+# wrap the command to the terminal's width, splitting it where a copy must not.
+EXTRA = "Needs the mcp extra; in a clone of ticket-tools:\n  pip install -e '.[mcp]'"
+RAW = argparse.RawDescriptionHelpFormatter
 
 
 def add_commands(commands: Commands) -> None:
@@ -34,17 +40,19 @@ def add_commands(commands: Commands) -> None:
         "serve",
         help="serve the tools to assistant hosts over MCP: stdio for one session, "
         "or Streamable HTTP for every tenant",
-        description="Serve the tools to assistant hosts over MCP: `serve stdio` for one "
-        "session (the tenant given here), or `serve http` for every tenant, identity from "
-        f"each request's verified token. {EXTRA}",
+        description="Serve the tools to assistant hosts over MCP: `serve stdio` for one\n"
+        "session (the tenant given here), or `serve http` for every tenant, identity\n"
+        f"from each request's verified token.\n\n{EXTRA}",
+        formatter_class=RAW,
     )
     transports = serve.add_subparsers(required=True, metavar="TRANSPORT")
 
     stdio = transports.add_parser(
         "stdio",
         help="one session over stdin and stdout, for a host that starts the server itself",
-        description="Serve one session over stdin and stdout, for an assistant host that "
-        f"starts the server itself; the tenant and permission are given here. {EXTRA}",
+        description="Serve one session over stdin and stdout, for an assistant host that\n"
+        f"starts the server itself; the tenant and permission are given here.\n\n{EXTRA}",
+        formatter_class=RAW,
     )
     stdio.add_argument("--tenant", required=True, help="the trusted tenant of the session")
     stdio.add_argument(
@@ -57,9 +65,11 @@ def add_commands(commands: Commands) -> None:
     http = transports.add_parser(
         "http",
         help="Streamable HTTP for every tenant: each request's bearer token says whose tickets",
-        description="Serve MCP over Streamable HTTP, one endpoint for every tenant: each "
-        "request's verified bearer token gives its tenant and permission. "
+        description="Serve MCP over Streamable HTTP, one endpoint for every tenant: each\n"
+        "request's verified bearer token gives its tenant and permission. To try it\n"
+        "locally, `ticket-tools dev-token` makes a key, its JWKS and tokens.\n\n"
         f"{EXTRA}",
+        formatter_class=RAW,
     )
     http.add_argument(
         "address",
@@ -146,7 +156,8 @@ def add_commands(commands: Commands) -> None:
         "--header-timeout",
         type=positive_seconds,
         metavar="SECONDS",
-        help="close a connection whose request headers take longer than this (default: 10)",
+        help="close a connection whose request headers, or a request's body, take longer "
+        "than this (default: 10)",
     )
     limits.add_argument(
         "--max-connections",
@@ -188,14 +199,14 @@ def _add_replica_options(parser: argparse.ArgumentParser) -> None:
         "--tenant-rate",
         type=_rate,
         metavar="CALLS_PER_S",
-        help="requests per second per tenant, bursts of 2 s of it; over it: HTTP 429 "
-        "(default: 100; 0: no limit)",
+        help="tool calls per second per tenant, bursts of 2 s of it (other requests: 5 times "
+        "as many); a call over it is answered rate_limited (default: 100; 0: no limit)",
     )
     replica.add_argument(
         "--subject-rate",
         type=_rate,
         metavar="CALLS_PER_S",
-        help="requests per second per token subject, as --tenant-rate (default: 20; 0: no limit)",
+        help="tool calls per second per token subject, as --tenant-rate (default: 20; 0: no limit)",
     )
     replica.add_argument(
         "--grace",
@@ -262,23 +273,41 @@ def _not_empty(text: str) -> str:
     return text
 
 
-def _require_mcp() -> None:
+def require_mcp(command: str = "serve") -> None:
+    """Raise CommandError saying how to install the mcp extra, if it is missing."""
     # Asked before importing: the MCP SDK is an optional extra, every other command
     # runs on the standard library alone, and a fault inside the server modules must
     # not be mistaken for a missing extra.
     if importlib.util.find_spec("mcp") is None:
-        raise CommandError("serve needs the MCP SDK: pip install 'ticket-tools[mcp]'")
+        raise CommandError(f"{command} needs the mcp extra: {MCP_INSTALL}")
 
 
 def _run_stdio(options: argparse.Namespace) -> int:
-    _require_mcp()
+    tenant = check_tenant(options.tenant)
+    require_mcp()
     from ticket_tools.serve import server as mcp_server  # noqa: PLC0415 - the optional extra
 
-    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    # Python sets a closed standard stream to None (`sys.__stdout__`: `sys.stdout` has a
+    # stand-in that fails on write, `cli.streams`); the transport must never use it.
+    for name, stream in (("stdin", sys.__stdin__), ("stdout", sys.__stdout__)):
+        if stream is None:
+            raise CommandError(f"serve stdio: {name} is closed; the host must connect it")
+    context = {"tenant": tenant, "can_read_tickets": not options.no_read}
     id_format = id_format_of(options)
     store = open_store(options, id_format)
-    mcp_server.serve(context, store, registry=make_registry(id_format))
-    return 0
+    stopped_by = mcp_server.serve(context, store, registry=make_registry(id_format))
+    if stopped_by is None:
+        return 0
+    message, status = _STOPPED[stopped_by]
+    print(f"ticket-tools: {message}", file=sys.stderr)
+    return status
+
+
+# serve stdio's exits on a signal, as a shell reports a process it stopped: 128 + signal.
+_STOPPED: dict[int, tuple[str, int]] = {
+    signal.SIGINT: ("interrupted", 128 + signal.SIGINT),
+    signal.SIGTERM: ("terminated (SIGTERM)", 128 + signal.SIGTERM),
+}
 
 
 def _run_http(options: argparse.Namespace) -> int:
@@ -286,7 +315,7 @@ def _run_http(options: argparse.Namespace) -> int:
         given = [flag for flag, name in _SESSION_OPTIONS.items() if getattr(options, name)]
         if given:
             raise CommandError(f"{', '.join(given)}: not with --stateless, which keeps no sessions")
-    _require_mcp()
+    require_mcp()
     from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
     from ticket_tools.serve import tokens  # noqa: PLC0415 - the optional extra
     from ticket_tools.serve.connections import ConnectionLimits  # noqa: PLC0415 - the extra

@@ -12,11 +12,24 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
-from ticket_tools.cli.command import CommandError, Commands
-from ticket_tools.cli.inputs import os_reason, read_records
+from ticket_tools.cli.command import CommandError, Commands, counted
+from ticket_tools.cli.inputs import (
+    NESTED_TOO_DEEPLY,
+    SYNTAX,
+    integer_too_long,
+    os_reason,
+    read_records,
+)
 from ticket_tools.cli.progress import ImportProgress, IndexingProgress
 from ticket_tools.fixtures import fixture_records
 from ticket_tools.store import Records, TicketStore
+from ticket_tools.stores.ids import (
+    DEFAULT_ID_DIGITS,
+    ID_FORMAT,
+    MAX_ID_DIGITS,
+    MIN_ID_DIGITS,
+    IdFormat,
+)
 from ticket_tools.stores.records import (
     MAX_VERSION,
     NOT_AN_OBJECT_RULE,
@@ -35,13 +48,6 @@ from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.schema import SCHEMA_VERSION
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.text import clean_records, titles_cleaned
-from ticket_tools.tickets import (
-    DEFAULT_ID_DIGITS,
-    ID_FORMAT,
-    MAX_ID_DIGITS,
-    MIN_ID_DIGITS,
-    IdFormat,
-)
 
 # Below this size (about 30,000 tickets) an import is too quick for a progress line to help.
 PROGRESS_MIN_BYTES = 4 << 20
@@ -240,7 +246,10 @@ def require_postgres() -> None:
         importlib.util.find_spec("psycopg") is None
         or importlib.util.find_spec("psycopg_pool") is None
     ):
-        raise CommandError("--postgres needs psycopg: pip install 'ticket-tools[postgres]'")
+        raise CommandError(
+            "--postgres needs the postgres extra: in a clone of ticket-tools, "
+            "pip install -e '.[postgres]'"
+        )
 
 
 def _load_records(path: Path, id_format: IdFormat, raw_titles: bool) -> tuple[Records, int]:
@@ -331,21 +340,23 @@ def _run_import(options: argparse.Namespace) -> int:
     cleaned = readers[0].cleaned
     if options.replace and high_water is not None:
         print(
-            f"merged {count} tickets into {target} up to version {high_water}"
+            f"merged {counted(count, 'ticket')} into {target} up to version {high_water}"
             f"{titles_cleaned(cleaned)}"
         )
     elif options.replace:
         print(f"replaced the tickets of {target} with {count}{titles_cleaned(cleaned)}")
     else:
-        print(f"imported {count} tickets into {target}{titles_cleaned(cleaned)}")
+        print(f"imported {counted(count, 'ticket')} into {target}{titles_cleaned(cleaned)}")
     return 0
 
 
 def _syntax_error(path: Path, error: RecordsSyntaxError, read: int) -> CommandError:
     """Say which rule a records file read as a stream broke, in `read_records`' words."""
     if error.kind == "NotAnObject":
-        # Refused either way: read whole only to say whether it is JSON at all.
-        read_records(path)
+        # Refused either way: a file is read whole only to say whether it is JSON at all.
+        # A FIFO or a pipe cannot be read again (its open would wait for another writer).
+        if path.is_file():
+            read_records(path)
         return CommandError(f"{path}: {NOT_AN_OBJECT_RULE}")
     if error.kind == "UnicodeDecodeError":
         return CommandError(f"cannot read {path}: it is not UTF-8 text")
@@ -354,7 +365,10 @@ def _syntax_error(path: Path, error: RecordsSyntaxError, read: int) -> CommandEr
             f"{path}: record {read + 1} (in file order): "
             f"the record is longer than {MAX_RECORD_CHARS} characters"
         )
-    return CommandError(f"the records in {path} are not valid JSON ({error.kind})")
+    fault = {"RecursionError": NESTED_TOO_DEEPLY, "ValueError": integer_too_long()}
+    return CommandError(
+        f"the records in {path} are not valid JSON: {fault.get(error.kind, SYNTAX)}"
+    )
 
 
 def _sqlite_importer(path: Path, id_format: IdFormat, high_water: int | None) -> Importer:

@@ -6,10 +6,10 @@ import argparse
 import json
 import sys
 
-from ticket_tools.acceptance import run_acceptance
-from ticket_tools.catalog import REGISTRY, make_registry
+from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli.acceptance import run_acceptance
 from ticket_tools.cli.command import CommandError, Commands
-from ticket_tools.cli.inputs import parse_json, read_stdin
+from ticket_tools.cli.inputs import check_tenant, parse_json, read_stdin
 from ticket_tools.cli.stores import (
     add_id_digits_option,
     add_store_options,
@@ -17,6 +17,7 @@ from ticket_tools.cli.stores import (
     open_store,
 )
 from ticket_tools.declarations.exports import FORMATS, export_declarations
+from ticket_tools.declarations.widths import make_registry
 from ticket_tools.execute import run_tool
 from ticket_tools.stores.records import IdWidthError
 
@@ -81,9 +82,10 @@ def _run_acceptance(options: argparse.Namespace) -> int:
 
 
 def _run_call(options: argparse.Namespace) -> int:
+    tenant = check_tenant(options.tenant)
     text = read_stdin() if options.args == "-" else options.args
     args = parse_json(text, "the arguments")
-    context = {"tenant": options.tenant, "can_read_tickets": not options.no_read}
+    context = {"tenant": tenant, "can_read_tickets": not options.no_read}
     id_format = id_format_of(options)
     store = open_store(options, id_format)
     outcome = run_tool(options.name, args, context, store, registry=make_registry(id_format))

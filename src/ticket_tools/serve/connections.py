@@ -9,12 +9,17 @@ listen backlog per loop tick: 456,314 of them in 30 s in one run). So:
 
 - `guarded_protocol` wraps uvicorn's HTTP protocol (httptools when installed, else h11): a
   connection whose request headers are not complete `header_timeout` seconds after it
-  opened, or after its previous response, is closed; a connection beyond `max_connections`
+  opened, or after its previous response, is closed, and one whose request body is not
+  complete `header_timeout` seconds after its headers is answered `408` and closed (uvicorn
+  waits for a body forever too); a connection beyond `max_connections`
   is answered `503` with `Connection: close` at once and closed, the others unaffected; a
-  request whose line and headers pass MAX_HEADER_BYTES before they end is answered `431`
-  and closed (httptools has no limit of its own and keeps every byte of an endless header:
-  twelve connections sending 55-88 MB each took the server from 86 to 440 MB, and its
-  loop was too busy to answer `/readyz`; h11 answers `400` at its own 16 KiB first);
+  request whose line and headers pass MAX_HEADER_BYTES is answered `431` and closed
+  (counted on every read, with a request in flight or not, and whole once they end,
+  however they arrived: `GuardedProtocol` says how). httptools has no limit of its own
+  and keeps every byte of an endless header: twelve connections sending 55-88 MB each took
+  the server from 86 to 440 MB, and its loop was too busy to answer `/readyz`. h11 keeps
+  at most `h11_max_incomplete_event_size` of unparsed input, which `Replica.serve` sets to
+  MAX_HEADER_BYTES (its own `400` past it), and stops reading behind a request in flight;
 - `GuardedServer` runs uvicorn with an event-loop exception handler that turns the
   `accept()` failures for lack of descriptors into one log line per LOG_INTERVAL_SECONDS,
   with a count; so do the two refusals above.
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import json
 import logging
 import resource
 import socket
@@ -35,14 +41,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.server import ServerState
 
 DEFAULT_HEADER_TIMEOUT = 10.0  # nginx's client_header_timeout is 60 s; an agent's headers take ms
 FD_RESERVE = 128  # descriptors kept for the store, the logs, the JWKS fetch and the listener
 MIN_CONNECTIONS = 16
 MAX_HEADER_BYTES = 32 * 1024
 """nginx's default whole header (4 buffers of 8 KiB); room for an 8 KiB token and a proxy's
-headers. A connection holds at most this plus one socket read (256 KiB) of headers."""
+headers. A connection holds at most this plus two socket reads (256 KiB each) of headers."""
 LOG_INTERVAL_SECONDS = 10.0
 OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 REFUSAL = (
@@ -54,14 +62,36 @@ REFUSAL = (
     b"\r\n"
     b"Too many open connections; retry shortly\n"
 )
-HEADERS_TOO_LARGE = (
-    b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
-    b"content-type: text/plain; charset=utf-8\r\n"
-    b"connection: close\r\n"
-    b"content-length: 43\r\n"
-    b"\r\n"
-    b"The request line and headers are too large\n"
+_TOO_LARGE_TEXT = b"The request line and headers are too large\n"
+_TOO_LARGE_HEADERS = [
+    (b"content-type", b"text/plain; charset=utf-8"),
+    (b"connection", b"close"),
+    (b"content-length", str(len(_TOO_LARGE_TEXT)).encode()),
+]
+
+
+def _response(status_line: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
+    lines = [status_line, *(name + b": " + value for name, value in headers), b"", body]
+    return b"\r\n".join(lines)
+
+
+HEADERS_TOO_LARGE = _response(
+    b"HTTP/1.1 431 Request Header Fields Too Large", _TOO_LARGE_HEADERS, _TOO_LARGE_TEXT
 )
+
+
+def body_too_slow(timeout: float) -> bytes:
+    """Return the 408 for a body not complete `timeout` seconds after its request's headers."""
+    message = f"Request body not received within {timeout:g} s"
+    error = {"code": -32600, "message": message}  # JSON-RPC's Invalid Request, as a 413's
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"connection", b"close"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    return _response(b"HTTP/1.1 408 Request Timeout", headers, body)
+
 
 logger = logging.getLogger(__name__)
 
@@ -130,20 +160,77 @@ def _http_base() -> type[asyncio.Protocol]:
     return HttpToolsProtocol
 
 
+def header_size(scope: Scope) -> int:
+    """Return the size of a request's line and headers as parsed, in bytes.
+
+    Each part counted as sent in its usual form: the request line
+    `GET /healthz?x=1 HTTP/1.1` and CRLF (27), `Host: h` and CRLF (9), the blank line (2)
+    -> 38. Spaces around a header value are not counted (the parser drops them).
+    """
+    query = scope["query_string"]
+    target = len(scope["raw_path"]) + (len(query) + len("?") if query else 0)
+    line = len(scope["method"]) + len(" ") + target + len(" HTTP/") + len(scope["http_version"])
+    headers = sum(len(name) + len(": ") + len(value) + 2 for name, value in scope["headers"])
+    return line + 2 + headers + 2
+
+
 def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
-    """Return uvicorn's HTTP protocol class with the header deadline and connection cap."""
+    """Return uvicorn's HTTP protocol class with the header deadline, size and connection cap."""
     base = _http_base()
     cap = limits.max_connections or default_max_connections()
     timeout = limits.header_timeout
     refused = IntervalLog(f"refused connections over the limit of {cap}")
     oversized = IntervalLog(f"answered 431 to headers over {MAX_HEADER_BYTES} bytes")
+    cut = IntervalLog(f"closed connections sending headers over {MAX_HEADER_BYTES} bytes")
     slow = IntervalLog(f"closed connections that sent no complete headers within {timeout:g} s")
+    stalled = IntervalLog(f"answered 408 to bodies not complete within {timeout:g} s")
+    too_slow = body_too_slow(timeout)
+
+    def checked(app: ASGIApp) -> ASGIApp:
+        async def header_checked(scope: Scope, receive: Receive, send: Send) -> None:
+            if header_size(scope) <= MAX_HEADER_BYTES:  # an HTTP protocol's scopes are "http"
+                await app(scope, receive, send)
+                return
+            # Answered as the app would, in its turn behind any request still in flight.
+            oversized.hit()
+            start = {"type": "http.response.start", "status": 431, "headers": _TOO_LARGE_HEADERS}
+            await send(start)
+            await send({"type": "http.response.body", "body": _TOO_LARGE_TEXT})
+
+        return header_checked
 
     class GuardedProtocol(base):  # type: ignore[valid-type,misc]
-        """uvicorn's protocol, closing slow-header connections and refusing those over the cap."""
+        """uvicorn's protocol, closing slow-header connections and refusing those over the cap.
+
+        The header count: a request whose headers ended is checked whole before its app
+        runs (`checked`), however its bytes arrived; while they have not ended, every read
+        that holds nothing but header bytes is counted, with an earlier request in flight or
+        not. With httptools a read that ends a request's headers or its body is not counted
+        (the split is not known; the next read is), so an endless header is cut off within
+        two reads past the limit; inside a chunked body, the reads that hold no body byte
+        are counted the same way (trailer fields, which httptools keeps as it keeps
+        headers), from the last read that held one. h11 counts for itself.
+        """
 
         _header_timer: asyncio.TimerHandle | None = None
-        _header_bytes = 0
+        _body_timer: asyncio.TimerHandle | None = None
+        _header_bytes = 0  # of the header or trailer fields being read, as above
+        _in_body = False  # httptools: the parser is inside a request's body
+        _boundary = False  # httptools: a request's headers or its body ended in this read
+        _body_read = False  # httptools: this read held body bytes
+        _counted = base is not H11Protocol
+
+        app: ASGIApp
+
+        def __init__(
+            self,
+            config: uvicorn.Config,
+            server_state: ServerState,
+            app_state: dict[str, Any],
+            _loop: asyncio.AbstractEventLoop | None = None,
+        ) -> None:
+            super().__init__(config, server_state, app_state, _loop)
+            self.app = checked(self.app)
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
@@ -156,27 +243,81 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
             self._arm()
 
         def data_received(self, data: bytes) -> None:
+            self._boundary = self._body_read = False
             super().data_received(data)
-            cycle = self.cycle
-            if self.transport.is_closing() or (cycle is not None and not cycle.response_complete):
-                return  # refused by the parser, or its headers are in: the body is not counted
+            if self.transport.is_closing():
+                return
+            self._watch_body()
+            if not self._counted or self._boundary:
+                return
+            if self._body_read:
+                self._header_bytes = 0  # the body's own limit is the app's (serve/bodies.py)
+                return
             self._header_bytes += len(data)
             if self._header_bytes > MAX_HEADER_BYTES:
+                self._refuse_fields()
+
+        def _watch_body(self) -> None:
+            """Arm the body deadline while a request's body is coming, disarm it once not."""
+            cycle = self.cycle
+            coming = cycle is not None and cycle.more_body and not cycle.response_complete
+            if coming and self._body_timer is None:
+                self._body_timer = self.loop.call_later(timeout, self._body_late)
+            elif not coming and self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
+
+        def _body_late(self) -> None:
+            self._body_timer = None
+            cycle = self.cycle
+            if self._counted and any(queued is cycle for queued, _ in self.pipeline):
+                self._watch_body()  # behind a response in flight, unread: its turn is to come
+                return
+            stalled.hit()
+            if not cycle.response_started:
+                self.transport.write(too_slow)
+            self.transport.close()
+
+        def _refuse_fields(self) -> None:
+            cycle = self.cycle
+            if self._in_body:  # trailer fields: the answer is this request's, if not begun
+                answer = cycle is not None and not cycle.response_started
+            else:  # the next request's headers: answered only after every response before
+                answer = cycle is None or cycle.response_complete
+            if answer:
                 oversized.hit()
                 self.transport.write(HEADERS_TOO_LARGE)
-                self.transport.close()
+            else:
+                cut.hit()  # a response is being written on this connection: nothing may cut in
+            self.transport.close()
+
+        def on_headers_complete(self) -> None:
+            self._boundary = self._in_body = True
+            self._header_bytes = 0
+            super().on_headers_complete()
+
+        def on_body(self, body: bytes) -> None:
+            self._body_read = True
+            super().on_body(body)
+
+        def on_message_complete(self) -> None:
+            self._boundary, self._in_body = True, False
+            self._header_bytes = 0
+            super().on_message_complete()
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
             self._arm()  # the next request's headers get the same deadline
+            self._watch_body()  # and a pipelined request begun meanwhile, its body's
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            if self._body_timer is not None:
+                self._body_timer.cancel()
             super().connection_lost(exc)
 
         def _arm(self) -> None:
             self._disarm()
-            self._header_bytes = 0
             self._header_timer = self.loop.call_later(timeout, self._headers_late)
 
         def _disarm(self) -> None:

@@ -6,12 +6,15 @@ runner: `DirectPath` sits in front of the SDK's endpoint, after the token check,
 protocol gate and the rate limits, and answers a well-formed `tools/call` itself through
 the same `ToolCalls` (checks, store workers, audit line, metrics) the SDK's handler uses.
 The request is checked with the SDK's own inbound ladder (`classify_inbound_request`,
-the routing-header and `Mcp-Param-*` checks) and the answer is the one the SDK writes,
-byte for byte (tests/serve/test_http_direct.py sends both paths the same requests).
+the routing-header and `Mcp-Param-*` checks) and its own parse of the params and their
+`_meta` envelope (`validate_client_request`, which the SDK's runner makes before any
+handler), and the answer is the one the SDK writes, byte for byte
+(tests/serve/test_http_direct.py sends both paths the same requests). The body comes whole
+in one message, at most MAX_BODY_BYTES: `BodyLimit` (serve/bodies.py) sits in front.
 
 Anything else goes to the SDK unchanged, its body replayed: another method, a session,
-another protocol version, a body or header the ladder refuses, extra parameters. Those
-answers are the SDK's by construction. `TICKET_TOOLS_HTTP_PATH=sdk` turns the path off
+another protocol version, a body, `_meta` or header the SDK refuses, extra parameters.
+Those answers are the SDK's by construction. `TICKET_TOOLS_HTTP_PATH=sdk` turns the path off
 (the comparison test and the benchmark use it).
 """
 
@@ -35,10 +38,13 @@ from mcp.shared.inbound import (
     find_duplicated_routing_header,
     validate_mcp_param_headers,
 )
+from mcp_types.methods import validate_client_request
+from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ticket_tools.declarations import export_declarations
+from ticket_tools.serve.bodies import replay
 from ticket_tools.serve.server import ToolCalls
 
 VERSION = "2026-07-28"
@@ -100,18 +106,14 @@ class DirectPath:
         ):
             await self.app(scope, receive, send)
             return
-        messages: list[Message] = []
-        more = True
-        while more:
-            message = await receive()
-            messages.append(message)
-            more = message["type"] == "http.request" and message.get("more_body", False)
-        body = b"".join(m.get("body", b"") for m in messages)
+        # BodyLimit, in front, hands on the whole body as one message (at most MAX_BODY_BYTES):
+        # anything else is the SDK's to read on.
+        message = await receive()
         answer = None
-        if messages[-1]["type"] == "http.request":
-            answer = await self._answer(scope, body)
+        if message["type"] == "http.request" and not message.get("more_body", False):
+            answer = await self._answer(scope, message.get("body", b""))
         if answer is None:
-            await self.app(scope, _replay(messages, receive), send)
+            await self.app(scope, replay(message, receive), send)
             return
         status, payload = answer
         headers = [
@@ -150,6 +152,12 @@ class DirectPath:
         headers = dict(request.headers)
         if isinstance(classify_inbound_request(decoded, headers=headers), InboundLadderRejection):
             return None
+        try:
+            # The parse of the params and their `_meta` envelope that the SDK's runner makes
+            # before any handler: both paths share it, so neither admits what the other refuses.
+            validate_client_request("tools/call", VERSION, params)
+        except ValidationError:
+            return None
         name: str = params["name"]
         arguments: dict[str, Any] = params.get("arguments", {})
         schema = self._schemas.get(name)
@@ -180,15 +188,3 @@ class DirectPath:
         }
         reply_body = {"jsonrpc": "2.0", "id": request_id, "result": wire}
         return 200, json.dumps(reply_body, separators=(",", ":")).encode()
-
-
-def _replay(messages: list[Message], receive: Receive) -> Receive:
-    """Return a `receive` giving `messages` again, then the connection's own."""
-    pending = list(messages)
-
-    async def replayed() -> Message:
-        if pending:
-            return pending.pop(0)
-        return await receive()
-
-    return replayed

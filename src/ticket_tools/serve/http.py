@@ -30,12 +30,15 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 
 from ticket_tools.catalog import REGISTRY
+from ticket_tools.cli.inputs import os_reason
 from ticket_tools.execute import Context
 from ticket_tools.outcome import Outcome
 from ticket_tools.registry import ToolRegistry
 from ticket_tools.serve.audit import AuditLog
+from ticket_tools.serve.bodies import MAX_BODY_BYTES, limit_bodies
 from ticket_tools.serve.connections import ConnectionLimits, guarded_protocol
 from ticket_tools.serve.direct import DirectPath, direct_enabled
+from ticket_tools.serve.limits import rate_limited
 from ticket_tools.serve.protocol import correct_protocol, transport_security
 from ticket_tools.serve.replica import Replica, ReplicaOptions
 from ticket_tools.serve.server import CallObserver, RequestRef, ToolCalls, server_for
@@ -127,6 +130,7 @@ def build_app(
         observe=observe,
         calls=replica.calls,
         registry=registry,
+        refused=rate_limited,
     )
     server = server_for(tool_calls)
     app = server.streamable_http_app(
@@ -134,6 +138,7 @@ def build_app(
         # Tool calls answer at once and send no progress: a JSON body is enough.
         json_response=True,
         stateless_http=options.stateless,
+        max_request_body_size=MAX_BODY_BYTES,  # never reached: BodyLimit refuses first
         session_idle_timeout=options.sessions.idle_seconds,
         transport_security=security,
         host=options.host,
@@ -141,6 +146,8 @@ def build_app(
         token_verifier=verifier,
         custom_starlette_routes=replica.routes(),
     )
+    # First after the token check: nothing behind it is given a body past MAX_BODY_BYTES.
+    limit_bodies(app, MCP_PATH)
     correct_protocol(app, MCP_PATH, resource_url=resource_url, rules=rules)
     if not options.stateless:
         bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
@@ -186,7 +193,7 @@ def serve_http(
         listener = listen(options.host, options.port)
     except OSError as error:
         raise ServeError(
-            f"cannot listen on {options.host}:{options.port}: {type(error).__name__}"
+            f"cannot listen on {options.host}:{options.port}: {os_reason(error)}"
         ) from None
     with ExitStack() as stack:
         stack.enter_context(listener)
@@ -198,9 +205,7 @@ def serve_http(
             try:
                 stream = stack.enter_context(options.audit_log.open("a", encoding="utf-8"))
             except OSError as error:
-                raise ServeError(
-                    f"cannot open {options.audit_log}: {type(error).__name__}"
-                ) from None
+                raise ServeError(f"cannot open {options.audit_log}: {os_reason(error)}") from None
         audit = AuditLog(stream, options.rules)
         try:
             spans = start_spans(os.environ)
@@ -220,11 +225,11 @@ def serve_http(
             registry=registry,
             spans=None if spans is None else spans.observe,
         )
-        # uvicorn stops on SIGINT/SIGTERM, then raises the signal again for the handler it
-        # found: this one, so the process ends with status 0 (and coverage data written).
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda signum, frame: None)
         print(
             f"ticket-tools: serving MCP on http://{netloc}{MCP_PATH}", file=sys.stderr, flush=True
         )
+        # Until uvicorn takes SIGINT and SIGTERM (to drain), the caller's handlers end the
+        # start-up; after it has drained, a late signal changes nothing: the status is 0.
         replica.serve(app, listener, http=guarded_protocol(options.connections))
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, frame: None)

@@ -1,14 +1,23 @@
-"""Rate limits per tenant and per token subject: token buckets, and the 429 before any MCP work.
+"""Rate limits per tenant and per token subject: token buckets for tool calls, and for the rest.
 
 `FairShare` is ASGI middleware placed after the SDK's bearer-token check, so it reads the
-verified token (`scope["user"]`) and nothing the client merely claims. Each request to
-the MCP endpoint with a valid token takes one token from its tenant's bucket and one
-from its subject's; when either is empty the request is answered HTTP 429 with
-`Retry-After` (whole seconds), REFUSAL_DELAY_SECONDS after it came, and never reaches
-the MCP transport, so a refused call costs a token check and a look at its id (the 429
-carries it, as the 2026-07-28 wire schema wants; from a body of at most ID_PEEK_BYTES, else
-null) and no session or store work, and a client refused in a loop waits between its calls.
-While the server drains, every MCP request is answered 503 with `Retry-After` instead
+verified token (`scope["user"]`) and nothing the client merely claims. It counts work, not
+housekeeping: each `tools/call` (the only request that reaches a store) takes one token
+from its tenant's call bucket and one from its subject's; every other request to the MCP
+endpoint (`initialize`, notifications, `tools/list`, `ping`, the GET stream) takes one from
+the housekeeping buckets, which hold HOUSEKEEPING_FACTOR times as much; a `DELETE` (ending
+a session) is never counted nor refused. Which kind a POST is comes from its body's
+`method`, read from at most ID_PEEK_BYTES (a larger body counts as a call) and then given
+on to the app unchanged.
+
+A request over its rate is answered REFUSAL_DELAY_SECONDS after it came, so a client
+refused in a loop waits between its calls. A tool call is still answered as a tool result
+the model can act on: it goes on to the MCP layer marked (`RATE_LIMITED`), and `ToolCalls`
+answers it `{"ok": false, "code": "rate_limited", "retry_after": N}` without running the
+tool (`rate_limited`). Anything else is answered HTTP 429 with `Retry-After` (whole
+seconds) and never reaches the MCP transport, so it costs a token check and a look at its
+body; the 429 carries the request's id, as the 2026-07-28 wire schema wants. While the
+server drains, every MCP request but a DELETE is answered 503 with `Retry-After` instead
 (another replica will serve it).
 
 A request without a valid token passes through: the SDK answers it 401.
@@ -21,24 +30,32 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ticket_tools.outcome import Outcome
 from ticket_tools.serve.metrics import Limit
 
 DEFAULT_TENANT_RATE = 100.0
-"""Calls per second one tenant may make on one replica: a hundred agents each calling a
-tool every second (an agent's turn waits seconds on its model), a fifth of what one
+"""Tool calls per second one tenant may make on one replica: a hundred agents each calling
+a tool every second (an agent's turn waits seconds on its model), a fifth of what one
 replica serves."""
 DEFAULT_SUBJECT_RATE = 20.0
-"""Calls per second one token subject (a user, a service account) may make: far above
-an agent's pace, far below a runaway loop's."""
+"""Tool calls per second one token subject (a user, a service account) may make: far
+above an agent's pace, far below a runaway loop's; its burst is a 40-page walk."""
+HOUSEKEEPING_FACTOR = 5
+"""Other requests allowed per tool call, in each bucket. A host that opens a session per
+tool call (langchain-mcp-adapters' default) sends initialize, initialized, the GET stream
+and tools/list with every call (its DELETE is never counted): four, so its calls meet
+their own limit first."""
 BURST_SECONDS = 2.0  # a bucket holds this many seconds of its rate: a page walk may burst
 MAX_BUCKETS = 100_000  # full buckets are dropped past this many: memory stays bounded
 REFUSAL_DELAY_SECONDS = 0.5
-"""A 429 (a rate limit here, a session cap in sessions.py) is sent this long after the
+"""A refusal (a rate limit here, a session cap in sessions.py) is sent this long after the
 request came. A client that calls again at once (a loop, a flood) then waits between its
 calls, so its refusals cannot take the event loop from other tenants: one token refused
 as fast as it could ask on 4 connections (1,900 refusals a second) raised another
@@ -46,17 +63,35 @@ tenant's p50 5x. Below the Retry-After of at least 1 s, so a client that obeys i
 nothing; the wait holds no worker and no store connection, only the open connection."""
 DRAIN_RETRY_SECONDS = 1  # Retry-After while draining: another replica answers at once
 RATE_LIMITED = -32000  # JSON-RPC's server-defined range: not a request error
-ID_PEEK_BYTES = 64 * 1024  # a tool call is a few hundred bytes; a larger body's 429 has id null
+ID_PEEK_BYTES = 64 * 1024  # a tool call is a few hundred bytes; a larger body counts as one
+RATE_LIMITED_KEY = "ticket_tools.rate_limited"
+"""The ASGI scope key marking a tool call over its rate: a `Refusal`, read by `rate_limited`."""
+
+Who = Literal["tenant", "token subject"]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a tool call was refused, and when to retry it."""
+
+    who: Who
+    """Whose bucket was empty: the tenant's or the token subject's."""
+    retry_after: int
+    """Whole seconds until that bucket has a token again (at least 1)."""
 
 
 @dataclass(frozen=True)
 class RateLimits:
-    """Calls per second per tenant and per subject, on one replica; 0 turns one off."""
+    """Tool calls per second per tenant and per subject, on one replica; 0 turns one off.
+
+    Each allows HOUSEKEEPING_FACTOR times as many other requests, in buckets of their own.
+    """
 
     tenant_rate: float = DEFAULT_TENANT_RATE
-    """Each tenant's sustained calls per second (`--tenant-rate`); its burst is BURST_SECONDS."""
+    """Each tenant's sustained tool calls per second (`--tenant-rate`); its burst is
+    BURST_SECONDS."""
     subject_rate: float = DEFAULT_SUBJECT_RATE
-    """Each token subject's sustained calls per second (`--subject-rate`)."""
+    """Each token subject's sustained tool calls per second (`--subject-rate`)."""
 
     def __post_init__(self) -> None:
         for name in ("tenant_rate", "subject_rate"):
@@ -105,7 +140,7 @@ class Buckets:
 
 
 class FairShare:
-    """ASGI middleware: refuse an MCP request over its tenant's or subject's rate, or draining."""
+    """ASGI middleware: hold back an MCP request over its rate, or refuse it while draining."""
 
     def __init__(
         self,
@@ -120,15 +155,19 @@ class FairShare:
         self.app = app
         self._path = path
         self._tenant_claim = tenant_claim
-        self._tenants = Buckets(limits.tenant_rate)
-        self._subjects = Buckets(limits.subject_rate)
+        housekeeping = HOUSEKEEPING_FACTOR
+        self._calls = Buckets(limits.tenant_rate), Buckets(limits.subject_rate)
+        self._housekeeping = (
+            Buckets(limits.tenant_rate * housekeeping),
+            Buckets(limits.subject_rate * housekeeping),
+        )
         self._draining = draining
         self._refused = refused
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Pass the request on, or answer it 429 or 503 here."""
-        if scope["type"] != "http" or scope["path"] != self._path:
-            await self.app(scope, receive, send)
+        """Pass the request on (a refused tool call marked), or answer it 429 or 503 here."""
+        if scope["type"] != "http" or scope["path"] != self._path or scope["method"] == "DELETE":
+            await self.app(scope, receive, send)  # ending a session is never refused
             return
         if self._draining():
             self._refused("draining")
@@ -143,39 +182,106 @@ class FairShare:
         # The verifier admits only tokens whose tenant and subject are non-empty strings.
         tenant = str((token.claims or {}).get(self._tenant_claim))
         subject = str(token.subject)
-        checks: tuple[tuple[Limit, Buckets, str], ...] = (
-            ("tenant_rate", self._tenants, tenant),
-            ("subject_rate", self._subjects, subject),
+        envelope: object = None
+        if scope["method"] == "POST" and _declared_long(scope["headers"]):
+            envelope = _UNREAD  # nothing is read: the SDK may answer 413 from the header alone
+        elif scope["method"] == "POST":
+            messages, envelope = await _peek(receive)
+            receive = _replay(messages, receive)
+        tool_call = isinstance(envelope, dict) and envelope.get("method") == "tools/call"
+        is_call = tool_call or (scope["method"] == "POST" and envelope is _UNREAD)
+        tenants, subjects = self._calls if is_call else self._housekeeping
+        checks: tuple[tuple[Who, Buckets, str], ...] = (
+            ("tenant", tenants, tenant),
+            ("token subject", subjects, subject),
         )
-        for limit, buckets, key in checks:
+        for who, buckets, key in checks:
             wait = buckets.wait(key)
             if wait > 0:
-                self._refused(limit)
-                who = "tenant" if limit == "tenant_rate" else "token subject"
-                message = f"too many calls for this {who}; retry after the Retry-After seconds"
-                request_id = await _request_id(receive)
+                self._refused(_limit(who, is_call))
                 await anyio.sleep(REFUSAL_DELAY_SECONDS)
-                await _refuse(send, 429, math.ceil(wait), message, request_id)
+                if tool_call:
+                    # A tool result the model reads, from the MCP layer (which knows the
+                    # session and the protocol version it must be written for).
+                    marked = {**scope, RATE_LIMITED_KEY: Refusal(who, math.ceil(wait))}
+                    await self.app(marked, receive, send)
+                    return
+                message = f"too many calls for this {who}; retry after the Retry-After seconds"
+                await _refuse(send, 429, math.ceil(wait), message, _request_id(envelope))
                 return
-        self._tenants.take(tenant)
-        self._subjects.take(subject)
+        tenants.take(tenant)
+        subjects.take(subject)
         await self.app(scope, receive, send)
 
 
-async def _request_id(receive: Receive) -> str | int | None:
-    """Return the id of the request body, if it is a string or an integer and the body small."""
-    body = b""
-    while len(body) <= ID_PEEK_BYTES:
+def _limit(who: Who, is_call: bool) -> Limit:
+    if who == "tenant":
+        return "tenant_rate" if is_call else "tenant_housekeeping_rate"
+    return "subject_rate" if is_call else "subject_housekeeping_rate"
+
+
+def rate_limited(ctx: object) -> Outcome | None:
+    """Return the outcome of a tool call `FairShare` marked as over its rate, else None.
+
+    `ctx` is the call's request context (the SDK's or the direct path's), whose `request`
+    is the HTTP request over stdio's None.
+    """
+    request = getattr(ctx, "request", None)
+    if not isinstance(request, Request):
+        return None
+    refusal = request.scope.get(RATE_LIMITED_KEY)
+    if not isinstance(refusal, Refusal):
+        return None
+    seconds = refusal.retry_after
+    detail = f"too many tool calls for this {refusal.who}; retry in {seconds} s"
+    return Outcome({"ok": False, "code": "rate_limited", "retry_after": seconds}, detail)
+
+
+_UNREAD = object()
+"""What `_peek` returns for a body longer than ID_PEEK_BYTES: not read whole."""
+
+
+def _declared_long(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Say whether the request's Content-Length says its body is longer than ID_PEEK_BYTES."""
+    length = next((value for key, value in headers if key == b"content-length"), b"")
+    return length.isdigit() and int(length) > ID_PEEK_BYTES
+
+
+async def _peek(receive: Receive) -> tuple[list[Message], object]:
+    """Read a body of at most ID_PEEK_BYTES; return the messages read and its JSON value.
+
+    The value is None for a body that is not JSON, and _UNREAD for one that is longer.
+    """
+    messages: list[Message] = []
+    size = 0
+    while size <= ID_PEEK_BYTES:
         message = await receive()
-        body += message.get("body", b"")  # http.disconnect has none
+        messages.append(message)
+        size += len(message.get("body", b""))  # http.disconnect has none
         if not message.get("more_body", False):
             break
     else:
-        return None
+        return messages, _UNREAD
     try:
-        envelope = json.loads(body)
+        return messages, json.loads(b"".join(m.get("body", b"") for m in messages))
     except (ValueError, RecursionError):
-        return None
+        return messages, None
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    """Return a `receive` giving `messages` again, then the connection's own."""
+    pending = list(messages)
+
+    async def replayed() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replayed
+
+
+def _request_id(envelope: object) -> str | int | None:
+    """Return the id of a request body, if it is a string or an integer."""
     request_id = envelope.get("id") if isinstance(envelope, dict) else None
     return request_id if type(request_id) in (str, int) else None
 

@@ -27,7 +27,13 @@ from ticket_tools.stores.failure import FailureReason
 UNKNOWN_TOOL = "unknown"  # the one `tool` value that is not a registered name
 ResultCode = Literal[Code, "ok", "unavailable", "internal_error"]
 StoreErrorReason = Literal[FailureReason, "timeout"]
-Limit = Literal["tenant_rate", "subject_rate", "draining"]
+Limit = Literal[
+    "tenant_rate",
+    "subject_rate",
+    "tenant_housekeeping_rate",
+    "subject_housekeeping_rate",
+    "draining",
+]
 """Why a request was refused before any MCP work: its tenant's or subject's rate, or a drain."""
 # Tool calls take about a millisecond; a store stall lasts up to the deadline (2 s).
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

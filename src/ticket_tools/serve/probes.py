@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse
 
 from ticket_tools.serve.workers import StoreCalls, StoreUnavailable
 from ticket_tools.store import DictStore, Records, TicketStore
+from ticket_tools.stores.staleness import staleness_seconds
 
 PROBE_INTERVAL_SECONDS = 1.0
 PROBE_FRESH_SECONDS = 5.0
@@ -78,7 +79,7 @@ class Readiness:
 
     def _ask(self) -> float:
         self._store.get(PROBE_TENANT, PROBE_TENANT)
-        return self._store.staleness_seconds()
+        return staleness_seconds(self._store)
 
     async def probe(self) -> None:
         """Ask the store once, within the deadline; remember whether it answered, and its lag."""

@@ -11,8 +11,10 @@ is verified:
 - a body that is valid JSON but not a JSON-RPC message (`[]`, `{}`, no `method`, a wrong
   `jsonrpc`) gets JSON-RPC's `-32600 Invalid Request`, where the SDK answers `-32602` with
   pydantic's text, which quotes the input; a batch (a non-empty array) gets `-32600` saying
-  batches are not supported (see docs/http.md for why). The answer, and the SDK's other
-  400s (`Missing session ID`), carry the body's id when it is a string or an integer. A
+  batches are not supported (see docs/http.md for why). The answer, the SDK's other
+  400s (`Missing session ID`) and every `404 Session not found` carry the body's id when it
+  is a string or an integer (the gate reads the body first: `BodyLimit`, in front of it,
+  bounds it). A
   well-formed request's `-32602` (a 2026-07-28 call without the `_meta` envelope) is the
   SDK's own and passes unchanged;
 - a request whose id is neither a string nor an integer (`1.5`, `true`, `null`) gets
@@ -39,6 +41,7 @@ from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ticket_tools.serve.bodies import replay
 from ticket_tools.serve.tokens import TokenRules
 
 INVALID_REQUEST = -32600
@@ -49,6 +52,7 @@ BAD_ID = "Invalid Request: the id must be a string or an integer"
 OWS = b" \t"  # RFC 9110 §5.6.3 optional whitespace
 NO_CREDENTIALS = "Authentication required: send an OAuth bearer token"
 REFUSED_TOKEN = "The access token is invalid, expired or not meant for this server"  # noqa: S105
+HELD = (400, 404, 202)  # the answers `_Corrector` may rewrite: each has a short body
 
 
 class ProtocolGate:
@@ -70,18 +74,16 @@ class ProtocolGate:
         if scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        chunks: list[bytes] = []
-
-        async def observe() -> Message:
-            message = await receive()
-            chunks.append(message.get("body", b""))  # http.disconnect has none
-            return message
-
-        await self.app(scope, observe, _Corrector(send, chunks))
+        # BodyLimit, in front, hands on the whole body as one message (at most MAX_BODY_BYTES).
+        message = await receive()
+        body = message.get("body", b"")  # http.disconnect has none
+        await self.app(scope, replay(message, receive), _Corrector(send, body))
 
     async def _unauthorized(self, scope: Scope, send: Send) -> None:
         authorization = next((v for k, v in scope["headers"] if k == b"authorization"), b"")
-        if authorization[:7].lower() == b"bearer ":
+        # Trailing spaces are not part of a value (RFC 9110 §5.5), and some parsers keep
+        # them: "Bearer " is "Bearer", a scheme with no token, whatever the parser.
+        if authorization.strip(OWS)[:7].lower() == b"bearer ":
             challenge = f'Bearer error="invalid_token", {self._challenge}'
             body = {"error": "invalid_token", "error_description": REFUSED_TOKEN}
         else:
@@ -101,17 +103,18 @@ class _Corrector:
     """Pass a response through, rewriting the SDK's answers to bodies that are not requests.
 
     A 400 `-32602` for a body that is not a well-formed request becomes `-32600`; any other
-    400 JSON-RPC error with a null id gets the body's id when it is known; a 202 for a body
-    with an id that is not a string or integer becomes a 400 `-32600`.
+    400 or 404 JSON-RPC error with a null id (the SDK's, or the session gate's `Session not
+    found`) gets the body's id when it is known; a 202 for a body with an id that is not a
+    string or integer becomes a 400 `-32600`.
     """
 
-    def __init__(self, send: Send, chunks: list[bytes]) -> None:
+    def __init__(self, send: Send, body: bytes) -> None:
         self._send = send
-        self._chunks = chunks
+        self._body = body
         self._held: Message | None = None
 
     async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start" and message["status"] in (400, 202):
+        if message["type"] == "http.response.start" and message["status"] in HELD:
             self._held = message  # one short body: hold the start until it is read
             return
         held, self._held = self._held, None
@@ -130,12 +133,13 @@ class _Corrector:
             length = str(len(body)).encode()
             json_type = (b"content-type", b"application/json")
             headers = [*headers, json_type, (b"content-length", length)]
-            held = {**held, "status": 400, "headers": headers}
+            status = 400 if held["status"] == 202 else held["status"]
+            held = {**held, "status": status, "headers": headers}
         await self._send(held)
         await self._send({**message, "body": body})
 
     def _corrected(self, status: int, body: bytes) -> bytes | None:
-        sent = b"".join(self._chunks).strip(b" \t\r\n")
+        sent = self._body.strip(b" \t\r\n")
         try:
             envelope = json.loads(sent)
         except (ValueError, RecursionError):

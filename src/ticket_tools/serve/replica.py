@@ -35,7 +35,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.routing import Route
 
-from ticket_tools.serve.connections import GuardedServer
+from ticket_tools.serve.connections import MAX_HEADER_BYTES, GuardedServer
 from ticket_tools.serve.limits import FairShare, RateLimits
 from ticket_tools.serve.metrics import Metrics
 from ticket_tools.serve.probes import DEFAULT_MAX_STALENESS_SECONDS, Readiness
@@ -164,6 +164,8 @@ class Replica:
             access_log=False,
             # Annotated int, but handed to asyncio.wait_for, which takes any seconds.
             timeout_graceful_shutdown=SHUTDOWN_SECONDS,  # type: ignore[arg-type]
+            # Without httptools: h11's own bound on unparsed input, the header limit's size.
+            h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         )
         metrics_server = None
         if self.options.metrics_address is not None:

@@ -1,6 +1,6 @@
 """The MCP adapter: serve the registered tools over stdio with the official `mcp` SDK.
 
-Needs the `mcp` extra (`pip install 'ticket-tools[mcp]'`); the core never imports
+Needs the `mcp` extra (in a clone, `pip install -e '.[mcp]'`); the core never imports
 this module. The server uses the SDK's low-level `Server`, which forwards each
 call's arguments untouched, so every check is the core's own (`run_tool`): the
 same order of checks and the same results as `execute_tool`.
@@ -39,8 +39,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from importlib.metadata import version
 from typing import Protocol
 
@@ -82,6 +86,8 @@ class RequestRef(Protocol):
 
 CallObserver = Callable[[RequestRef, str, Outcome | None, float], None]
 """Told of each call: its request, tool name, outcome (None: failed inside), seconds taken."""
+Refused = Callable[[RequestRef], Outcome | None]
+"""Return the outcome of a call a limit refused (over HTTP: `limits.rate_limited`), else None."""
 
 
 def call_result(outcome: Outcome) -> types.CallToolResult:
@@ -128,15 +134,24 @@ class ToolCalls:
         observe: CallObserver | None = None,
         registry: ToolRegistry = REGISTRY,
         calls: StoreCalls | None = None,
+        refused: Refused | None = None,
     ) -> None:
         self._context_of = context if callable(context) else lambda: context
         self._store = store
         self._observe = observe
         self.registry = registry
         self._calls = calls if calls is not None else StoreCalls(WorkerLimits(timeout=None))
+        self._refused = refused
 
     async def call(self, ctx: RequestRef, name: str, args: object) -> types.CallToolResult:
-        """Return the result of tool `name` on `args`; a protocol error raises `MCPError`."""
+        """Return the result of tool `name` on `args`; a protocol error raises `MCPError`.
+
+        A call `refused` answers for (over its rate) gets that outcome: no tool runs and
+        no observer is told, as for any request a limit refuses.
+        """
+        refusal = None if self._refused is None else self._refused(ctx)
+        if refusal is not None:
+            return call_result(refusal)
         started = time.perf_counter()
         outcome: Outcome | None = None
         try:
@@ -207,14 +222,76 @@ def server_for(tool_calls: ToolCalls) -> Server:
 
 def serve(
     context: Context, store: Records | TicketStore, *, registry: ToolRegistry = REGISTRY
-) -> None:
-    """Serve the tools of `registry` over stdin and stdout until the client closes stdin."""
+) -> int | None:
+    """Serve the tools of `registry` over stdin and stdout until the input ends.
+
+    At the end of input every request already read is answered, then this returns None.
+    SIGINT or SIGTERM stops it at once (requests in flight are not answered) and it
+    returns that signal's number. Raises BrokenPipeError when stdout is closed.
+    """
     logging.basicConfig(level=logging.WARNING, format="ticket-tools: %(levelname)s %(message)s")
     server = build_server(context, store, registry=registry)
+    stopped_by: list[int] = []
+    lost: list[BrokenPipeError] = []
+    # The handlers only write here; the loop reads it and cancels. A signal that comes
+    # before the loop runs is seen as soon as it does.
+    woken, wake = os.pipe()
+    os.set_blocking(wake, False)
+
+    def stop(signum: int, frame: object) -> None:
+        stopped_by.append(signum)
+        with suppress(OSError):  # the pipe is full (one byte is enough) or closed (ending)
+            os.write(wake, b"\0")
 
     async def run() -> None:
-        # Not the SDK's stdio_server(): it never answers a line it cannot parse.
-        async with stdio_transport() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_when_readable, woken, tg.cancel_scope)
+            try:
+                # Not the SDK's stdio_server(): it never answers a line it cannot parse.
+                async with stdio_transport() as (read_stream, write_stream):
+                    options = server.create_initialization_options()
+                    await server.run(read_stream, write_stream, options)
+            except BrokenPipeError as error:
+                lost.append(error)  # raised below, not inside the task group's ExceptionGroup
+            tg.cancel_scope.cancel()
 
-    anyio.run(run)
+    try:
+        # Installed before the loop starts, so that asyncio leaves SIGINT to them.
+        with _stopped_by_signals(stop, stopped_by):
+            anyio.run(run)
+    finally:
+        os.close(woken)
+        os.close(wake)
+    if lost:
+        raise lost[0]
+    return stopped_by[0] if stopped_by else None
+
+
+async def _cancel_when_readable(fd: int, scope: anyio.CancelScope) -> None:
+    await anyio.wait_readable(fd)
+    scope.cancel()
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def _stopped_by_signals(
+    handler: Callable[[int, object], None], stopped_by: list[int]
+) -> Iterator[None]:
+    """Have SIGINT and SIGTERM call `handler` in the block (the main thread only can).
+
+    Once one came, both are ignored from the end of the block on: the process is ending
+    with the first one's status, and Python's own handlers (restored at the interpreter's
+    exit too) would raise KeyboardInterrupt in the middle of it or end it by the signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = [signal.signal(signum, handler) for signum in STOP_SIGNALS]
+    try:
+        yield
+    finally:
+        after = [signal.SIG_IGN] * len(STOP_SIGNALS) if stopped_by else previous
+        for signum, handler_after in zip(STOP_SIGNALS, after, strict=True):
+            signal.signal(signum, handler_after)

@@ -1,6 +1,6 @@
 """One OpenTelemetry span per tool call, by the MCP semantic conventions; off by default.
 
-Needs the `otel` extra (`pip install 'ticket-tools[otel]'`) and only when the standard
+Needs the `otel` extra (in a clone, `pip install -e '.[mcp,otel]'`) and only when the standard
 variables ask for spans; nothing imports `opentelemetry.sdk` otherwise (`wanted` reads the
 environment alone). Spans are on when, `OTEL_SDK_DISABLED` not being "true":
 - `OTEL_TRACES_EXPORTER` names `otlp` and/or `console` (comma-separated; `none`: off), or
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 EXPORTERS = ("otlp", "console")
 OTLP_PROTOCOL = "http/protobuf"
 MAX_REQUEST_ID_CHARS = 64  # as the audit line: a JSON-RPC id is the client's choice
-INSTALL_HINT = "install ticket-tools[otel]"
+INSTALL_HINT = "in a clone of ticket-tools, pip install -e '.[mcp,otel]'"
 _PROPAGATED = ("traceparent", "tracestate")
 
 

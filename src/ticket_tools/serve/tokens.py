@@ -22,8 +22,10 @@ import base64
 import json
 import logging
 import re
+import ssl
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,10 +36,15 @@ import anyio.to_thread
 import jwt
 from mcp.server.auth.provider import AccessToken
 
+from ticket_tools.cli.inputs import os_reason
 from ticket_tools.execute import Context
 
 ALGORITHMS = ("RS256", "ES256", "EdDSA")
 """Asymmetric only: a verifier holding just public keys can never be tricked into HMAC."""
+TENANT_CLAIM = "tenant"
+"""The claim naming the tenant unless `--tenant-claim` says another."""
+READ_SCOPE = "tickets:read"
+"""The scope that grants reading tickets unless `--read-scope` says another."""
 LEEWAY_SECONDS = 30  # clock skew between the IdP and this server
 MIN_REFRESH_SECONDS = 30.0
 """An unknown `kid` reloads the JWKS at most this often, so made-up kids cannot flood the IdP."""
@@ -64,9 +71,9 @@ class TokenRules:
     """The `iss` every token must carry, exactly."""
     audience: str
     """A value `aud` must equal (or hold, when it is a list)."""
-    tenant_claim: str = "tenant"
+    tenant_claim: str = TENANT_CLAIM
     """The claim whose value is the tenant: a non-empty string."""
-    read_scope: str = "tickets:read"
+    read_scope: str = READ_SCOPE
     """The scope that grants `can_read_tickets`, in `scope` (space-separated) or `scp` (list)."""
 
 
@@ -123,7 +130,7 @@ class KeySet:
             try:
                 return Path(self._source).read_bytes()
             except OSError as error:
-                raise JwksError(f"cannot read {self._source}: {type(error).__name__}") from None
+                raise JwksError(f"cannot read {self._source}: {os_reason(error)}") from None
         try:
             request = urllib.request.Request(  # noqa: S310 - https only, checked above
                 self._source, headers={"Accept": "application/json"}
@@ -133,8 +140,24 @@ class KeySet:
         except (OSError, ValueError) as error:
             # URLError and HTTPError are OSErrors; a malformed URL is a ValueError. The
             # server's certificate is checked against the system CAs (or SSL_CERT_FILE).
-            raise JwksError(f"cannot fetch {self._source}: {type(error).__name__}") from None
+            raise JwksError(f"cannot fetch {self._source}: {_fetch_reason(error)}") from None
         return body
+
+
+def _fetch_reason(error: OSError | ValueError) -> str:
+    """Say why a JWKS URL could not be fetched: the status, the certificate, the system's reason.
+
+    Never urllib's own message, which can quote the URL it was given.
+    """
+    if isinstance(error, urllib.error.HTTPError):
+        error.close()  # it holds the response, and with it the connection
+        return f"HTTP {error.code}"
+    reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(reason, ssl.SSLCertVerificationError):
+        return f"its certificate is not trusted ({reason.verify_message})"
+    if isinstance(reason, OSError):
+        return os_reason(reason)
+    return "it is not an https URL with a host"
 
 
 def _parse_jwks(body: bytes) -> list[Any]:

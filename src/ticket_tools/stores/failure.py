@@ -1,10 +1,17 @@
-"""Why a database store cannot answer: the reason a host branches on, beside the message."""
+"""Why a store cannot answer: StoreError, which hosts report, and the reason a host branches on."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from ticket_tools.store import StoreError
+
+class StoreError(Exception):
+    """The store cannot answer (an infrastructure failure, never a model mistake).
+
+    Tool results have no code for this, so a store raises it instead of answering,
+    and the host (the CLI, a server) reports its one-line message.
+    """
+
 
 FailureReason = Literal["missing", "locked", "schema", "unavailable", "privileged"]
 """Why a store cannot answer: no such database, another process holds a lock, the

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.records import (
     MAX_VERSION,
     VERSION_RULE,
@@ -22,7 +23,6 @@ from ticket_tools.stores.records import (
     key_parts,
     record_row,
 )
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 Op = Literal["upsert", "delete"]
 OPS: tuple[Op, ...] = ("upsert", "delete")
@@ -95,6 +95,24 @@ class Counts:
         return f"{self.upserted} upserted, {self.deleted} deleted, {self.stale} stale"
 
 
+def _not_json(text: str, error: ValueError) -> str:
+    """Name the rule a line that is not JSON broke: the one-change-per-line rule, if it is that.
+
+    A pretty-printed change spreads one object over lines, so its first line (`{`, or
+    `{"op": "upsert",`) is JSON cut short: it opens an object or array and ends inside it.
+    """
+    ends_inside = isinstance(error, json.JSONDecodeError) and error.pos >= len(text.rstrip())
+    if ends_inside and text.lstrip().startswith(("{", "[")):
+        return f"the line is not JSON: {PRETTY_PRINTED_RULE}"
+    return "the line is not JSON"
+
+
+PRETTY_PRINTED_RULE = (
+    "it ends inside an object or array; a feed holds one whole JSON object per line "
+    "(JSON Lines), not pretty-printed JSON"
+)
+
+
 def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Change:
     """Check one feed line (without its newline); return its change or raise FeedError.
 
@@ -121,8 +139,8 @@ def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Chang
         raise FeedError("a field name appears twice in one object") from None
     except RecursionError:
         raise FeedError("the line nests arrays or objects too deeply") from None
-    except ValueError:
-        raise FeedError("the line is not JSON") from None
+    except ValueError as error:
+        raise FeedError(_not_json(text, error)) from None
     if type(value) is not dict:
         raise FeedError("the line is not a JSON object")
     op = value.get("op")

@@ -33,7 +33,7 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import NamedTuple
 
-from ticket_tools.tickets import ID_PREFIX
+from ticket_tools.stores.ids import ID_PREFIX
 
 END = "\x01"
 """Marks the end of a word in a gram. Any character would do (see above); this one sorts

@@ -45,13 +45,17 @@ from ticket_tools.stores.grams import (
     query_terms,
     status_gram,
 )
-from ticket_tools.tickets import ID_PREFIX, Ticket
+from ticket_tools.stores.ids import ID_PREFIX, MAX_ID_DIGITS
+from ticket_tools.tickets import Ticket
 
 # Rows read in id order, per ticket asked for, before the index is consulted, when the
 # rarest term is common enough to be found in them.
 SCAN_ROWS_PER_TICKET = 8
 # And at least this many, so a page of one still gives the scan its chance.
 MIN_SCAN_ROWS = 32
+# No tenant holds more tickets (an id has at most MAX_ID_DIGITS digits): a larger limit
+# is every match, read as None, so the scan's rows stay within a LIMIT either database takes.
+MAX_TENANT_TICKETS = 10**MAX_ID_DIGITS
 # A store may read, with the look, every container of each term this few tickets have
 # (PostgreSQL does, in its first round trip): a rare word's candidates are then known
 # without a round trip more, and the next one reads their tickets.
@@ -144,6 +148,8 @@ def find_with_index(session: IndexSession, where: TicketFilter, limit: int | Non
     text, status = where.text, where.status
     if text is None and status is None:
         raise ValueError("find_with_index needs a text or a status")
+    if limit is not None and limit > MAX_TENANT_TICKETS:
+        limit = None
     terms = query_terms(text) if text is not None else ()
     if status is not None:
         terms = (*terms, Term(status_gram(status), status_gram(status)))

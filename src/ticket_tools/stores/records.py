@@ -13,10 +13,14 @@ from typing import NamedTuple, TypeGuard
 
 from ticket_tools.store import tenant_of
 from ticket_tools.stores.failure import StoreFailure
-from ticket_tools.tickets import ID_FORMAT, IdFormat
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
+from ticket_tools.tickets import STATUSES
 
 _FIELDS_RULE = "id, title and status must be strings of valid Unicode"
 _KEY_RULE = 'the key is not "tenant:" followed by the ticket\'s own id'
+# The statuses search_tickets filters on and declares to the model, exactly: a ticket
+# stored as "Open" or "" would be missed by every status filter.
+STATUS_RULE = "the status is not " + " or ".join(f'"{status}"' for status in STATUSES)
 # The largest version: a signed 64-bit integer, what SQLite's INTEGER and PostgreSQL's
 # bigint hold. A microsecond timestamp fits until the year 294,247.
 MAX_VERSION = 2**63 - 1
@@ -180,7 +184,8 @@ def record_row(key: object, stored: object, *, id_format: IdFormat = ID_FORMAT) 
     - the id is TKT- followed by exactly `id_format.digits` digits (default three): the
       only ids get_ticket can name and a cursor can page past, all of one width so that
       string order is numeric order (a tenant holds at most 10 ** digits tickets);
-    - the key is "tenant:" followed by the ticket's own id (`key_parts`).
+    - the key is "tenant:" followed by the ticket's own id (`key_parts`);
+    - the status is exactly "open" or "closed" (`tickets.STATUSES`).
     Other fields of a ticket are allowed, and never shown.
     """
     if not isinstance(stored, Mapping):
@@ -193,6 +198,8 @@ def record_row(key: object, stored: object, *, id_format: IdFormat = ID_FORMAT) 
     tenant, key_id = key_parts(key, id_format=id_format)
     if key_id != ticket_id:
         raise RecordsError(_KEY_RULE)
+    if status not in STATUSES:
+        raise RecordsError(STATUS_RULE)
     return StoredRow(tenant, ticket_id, title, status)
 
 

@@ -14,9 +14,9 @@ import json
 from collections.abc import Iterator
 from typing import BinaryIO, Literal, cast
 
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.records import StoredRow, checked_rows
 from ticket_tools.stores.text import TitleCleaner
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # Bytes read at a time.
 CHUNK_BYTES = 1 << 16

@@ -8,7 +8,7 @@ from ticket_tools.arguments import Arguments
 from ticket_tools.outcome import Outcome, failure, success
 from ticket_tools.registry import Tool
 from ticket_tools.store import TicketStore
-from ticket_tools.tickets import IdFormat, ticket_id_arg
+from ticket_tools.tickets import ticket_id_arg
 
 
 def _get_ticket(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
@@ -18,24 +18,20 @@ def _get_ticket(args: Arguments, tenant: str, store: TicketStore) -> Outcome:
     return success(ticket=ticket)
 
 
-def make_tool(id_format: IdFormat) -> Tool:
-    """Declare get_ticket for ticket IDs of `id_format` (the brief's: `ID_FORMAT`)."""
-    return Tool(
-        name="get_ticket",
-        description=(
-            f"Read one support ticket by its ID, such as {id_format.example}. Use it when the "
-            "user names a ticket. Returns the ticket's id, title and status. Only tickets of "
-            "the signed-in agent's organisation are visible: the organisation comes from the "
-            "session and is never an argument. Fails with not_found when no such ticket is "
-            "visible."
+TOOL = Tool(
+    name="get_ticket",
+    description=(
+        "Read one support ticket by its ID, such as TKT-104. Use it when the user names a "
+        "ticket. Returns the ticket's id, title and status. Only tickets of the signed-in "
+        "agent's organisation are visible: the organisation comes from the session and is "
+        "never an argument. Fails with not_found when no such ticket is visible."
+    ),
+    arguments=(
+        ticket_id_arg(
+            "ticket_id",
+            "The ticket's ID: TKT- followed by exactly three digits, such as TKT-104.",
+            required=True,
         ),
-        arguments=(
-            ticket_id_arg(
-                "ticket_id",
-                f"The ticket's ID: {id_format.shape}, such as {id_format.example}.",
-                required=True,
-                id_format=id_format,
-            ),
-        ),
-        handler=_get_ticket,
-    )
+    ),
+    handler=_get_ticket,
+)

@@ -9,7 +9,7 @@ from ticket_tools.filters import QUERY_ARG, STATUS_ARG, filter_from
 from ticket_tools.outcome import Outcome, success
 from ticket_tools.registry import Tool
 from ticket_tools.store import TicketStore
-from ticket_tools.tickets import IdFormat, ticket_id_arg
+from ticket_tools.tickets import ticket_id_arg
 
 DEFAULT_LIMIT = 5
 # Small pages keep each tool result short in the model's context window.
@@ -33,36 +33,33 @@ def _search_tickets(args: Arguments, tenant: str, store: TicketStore) -> Outcome
     return success(tickets=tickets, next_cursor=next_cursor)
 
 
-def make_tool(id_format: IdFormat) -> Tool:
-    """Declare search_tickets for cursors of `id_format` (the brief's: `ID_FORMAT`)."""
-    return Tool(
-        name="search_tickets",
-        description=(
-            "List the support tickets of the signed-in agent's organisation, lowest ID first, "
-            "one page at a time, optionally filtered by status and by text in the title. Use it "
-            'for questions such as "which of my open tickets mention login?". Returns tickets '
-            "(id, title, status) and next_cursor. When next_cursor is not null, more tickets "
-            "match: call again with the same filters and cursor set to that next_cursor. "
-            "When it is null, this is the last page. An empty list means nothing matches. The "
-            "organisation comes from the session and is never an argument."
+TOOL = Tool(
+    name="search_tickets",
+    description=(
+        "List the support tickets of the signed-in agent's organisation, lowest ID first, "
+        "one page at a time, optionally filtered by status and by text in the title. Use it "
+        'for questions such as "which of my open tickets mention login?". Returns tickets '
+        "(id, title, status) and next_cursor. When next_cursor is not null, more tickets "
+        "match: call again with the same filters and cursor set to that next_cursor. "
+        "When it is null, this is the last page. An empty list means nothing matches. The "
+        "organisation comes from the session and is never an argument."
+    ),
+    arguments=(
+        STATUS_ARG,
+        QUERY_ARG,
+        Arg(
+            name="limit",
+            type="integer",
+            description=f"How many tickets to return at most. Defaults to {DEFAULT_LIMIT}.",
+            default=DEFAULT_LIMIT,
+            minimum=1,
+            maximum=MAX_LIMIT,
         ),
-        arguments=(
-            STATUS_ARG,
-            QUERY_ARG,
-            Arg(
-                name="limit",
-                type="integer",
-                description=f"How many tickets to return at most. Defaults to {DEFAULT_LIMIT}.",
-                default=DEFAULT_LIMIT,
-                minimum=1,
-                maximum=MAX_LIMIT,
-            ),
-            ticket_id_arg(
-                "cursor",
-                "Omit for the first page. For the next page, pass the next_cursor returned by "
-                "the previous page. Returns tickets with an ID greater than this one.",
-                id_format=id_format,
-            ),
+        ticket_id_arg(
+            "cursor",
+            "Omit for the first page. For the next page, pass the next_cursor returned by "
+            "the previous page. Returns tickets with an ID greater than this one.",
         ),
-        handler=_search_tickets,
-    )
+    ),
+    handler=_search_tickets,
+)

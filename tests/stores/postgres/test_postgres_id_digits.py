@@ -6,8 +6,10 @@ import psycopg
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
-from ticket_tools import DictStore, IdFormat, TicketFilter
+from store_cases import EVERY
+from ticket_tools import DictStore, TicketFilter
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.postgres.importer import import_dsn, import_records
 from ticket_tools.stores.postgres.schema import create_schema, describe
 from ticket_tools.stores.postgres.store import PostgresStore
@@ -54,7 +56,7 @@ def test_six_digit_tickets_import_open_and_page(
         assert count == 40
         for tenant in ("alpha", "beta"):
             assert store.find(tenant, TicketFilter(), limit=None) == (
-                dict_store.find(tenant, TicketFilter(), limit=None)
+                dict_store.find(tenant, TicketFilter(), limit=EVERY)
             )
         assert store.find("alpha", TicketFilter(after="TKT-000028"), limit=3) == [
             {"id": "TKT-000029", "title": "Ticket 29", "status": "closed"},

@@ -17,7 +17,8 @@ import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
 from testkit import titles
-from ticket_tools import DictStore, IdFormat, TicketFilter
+from ticket_tools import DictStore, TicketFilter
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.postgres.importer import import_records
 from ticket_tools.stores.postgres.store import PostgresStore
 

@@ -112,7 +112,8 @@ def test_a_failing_batch_writes_nothing(writer: PostgresWriter, dsns: dict[str, 
         writer.apply([up("TKT-120", 1), delete("TKT-101", 1), broken])
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
-        f"cannot write {describe(dsns['owner'])} (DataError)",
+        f"cannot write {describe(dsns['owner'])}: "
+        "a value PostgreSQL cannot hold (a NUL character, say)",
     )
     assert dump(dsns["super"]) == before
     assert writer.apply([up("TKT-120", 1)]) == Counts(1, 0, 0)
@@ -442,7 +443,8 @@ def test_open_refuses_what_it_cannot_reach(postgres_database: PostgresDatabase) 
         PostgresWriter.open(dsn, timeout=1)
     assert (raised.value.reason, str(raised.value)) == (
         "unavailable",
-        f"cannot connect to {describe(dsn)} (OperationalError)",
+        f"cannot connect to {describe(dsn)}: no connection (the server is down or "
+        "unreachable, or it refused the database, role or password)",
     )
 
 

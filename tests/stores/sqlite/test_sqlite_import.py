@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import DictStore, IdFormat, TicketFilter, fixture_records
+from store_cases import EVERY
+from ticket_tools import DictStore, TicketFilter, fixture_records
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.records import RecordsError
 from ticket_tools.stores.sqlite import importer as sqlite_import
 from ticket_tools.stores.sqlite.importer import write_database
@@ -60,7 +62,7 @@ def test_import_round_trip_matches_the_dict_store(database: Path) -> None:
             assert store.get(tenant, ticket_id) == dict_store.get(tenant, ticket_id)
         for tenant in ("alpha", "beta", "gamma"):
             assert store.find(tenant, TicketFilter(), limit=None) == (
-                dict_store.find(tenant, TicketFilter(), limit=None)
+                dict_store.find(tenant, TicketFilter(), limit=EVERY)
             )
 
 
@@ -140,7 +142,7 @@ def test_a_six_digit_import_opens_with_six_digits_and_matches_the_dict_store(
     with SQLiteStore.open(path, id_format=SIX) as store:
         for tenant in ("alpha", "beta"):
             assert store.find(tenant, TicketFilter(), limit=None) == (
-                dict_store.find(tenant, TicketFilter(), limit=None)
+                dict_store.find(tenant, TicketFilter(), limit=EVERY)
             )
         assert store.find("alpha", TicketFilter(after="TKT-000028"), limit=3) == [
             {"id": "TKT-000029", "title": "Ticket 29", "status": "closed"},

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import IdFormat, TicketFilter
+from ticket_tools import TicketFilter
 from ticket_tools.stores import index_writes
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.migrate import migrate_database
 from ticket_tools.stores.sqlite.schema import HIGH_WATER, SCHEMA, TOMBSTONES, schema_sql

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ticket_tools import IdFormat, TicketFilter, fixture_records
+from ticket_tools import TicketFilter, fixture_records
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.schema import (
     APPLICATION_ID,

@@ -13,6 +13,7 @@ from hypothesis import given
 
 from conftest import StoreFactory
 from store_cases import (
+    EVERY,
     TRAP_RECORDS,
     multi_tenant_records,
     odd_requests,
@@ -26,7 +27,7 @@ from ticket_tools import (
     execute_tool,
     fixture_records,
 )
-from ticket_tools.acceptance import CALLS, AcceptanceCall
+from ticket_tools.cli.acceptance import CALLS, AcceptanceCall
 from ticket_tools.filters import TicketFilter
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.sqlite import store as sqlite_store
@@ -237,7 +238,7 @@ def test_acceptance_call_on_sqlite(fixture_store: SQLiteStore, call: AcceptanceC
 
 @given(records=multi_tenant_records(), request=store_find_requests)
 def test_find_matches_the_dict_store(
-    records: dict[str, dict[str, str]], request: tuple[str, TicketFilter, int | None]
+    records: dict[str, dict[str, str]], request: tuple[str, TicketFilter, int]
 ) -> None:
     tenant, where, limit = request
     expected = DictStore(records).find(tenant, where, limit=limit)
@@ -280,7 +281,7 @@ def test_any_text_gets_the_dict_stores_answer(
         cast("str | None", request["status"]),
         cast("str | None", request["text"]),
         cast("str | None", request["after"]),
-        cast("int | None", request["limit"]),
+        cast(int, request["limit"]),
     )
     where = TicketFilter(status, text, after)
     dict_store = DictStore(records)
@@ -310,7 +311,7 @@ def test_text_without_a_utf8_form(
 ) -> None:
     found = fixture_store.find(tenant, where, limit=None)
     assert [ticket["id"] for ticket in found] == ids
-    assert found == DictStore(fixture_records()).find(tenant, where, limit=None)
+    assert found == DictStore(fixture_records()).find(tenant, where, limit=EVERY)
 
 
 def test_a_limit_beyond_sqlites_integers_means_every_ticket(fixture_store: SQLiteStore) -> None:

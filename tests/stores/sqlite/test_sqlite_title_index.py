@@ -13,9 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from store_cases import EVERY
 from testkit import titles
-from ticket_tools import DictStore, IdFormat, TicketFilter
+from ticket_tools import DictStore, TicketFilter
 from ticket_tools.stores import index_writes
+from ticket_tools.stores.ids import IdFormat
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.store import SQLiteStore
 
@@ -88,6 +90,6 @@ def test_a_small_tenant_is_scanned_as_before(store: SQLiteStore) -> None:
 def test_the_store_file(store: SQLiteStore, tmp_path: Path) -> None:
     # The index's build leaves no temporary table behind and the schema exact: reopened.
     with SQLiteStore.open(store._source, id_format=WIDTH) as again:
-        assert again.find("big", TicketFilter(text=titles.RARE), limit=None) == DictStore(
+        assert again.find("big", TicketFilter(text=titles.RARE), limit=EVERY) == DictStore(
             RECORDS
-        ).find("big", TicketFilter(text=titles.RARE), limit=None)
+        ).find("big", TicketFilter(text=titles.RARE), limit=EVERY)

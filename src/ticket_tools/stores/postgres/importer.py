@@ -10,6 +10,7 @@ from psycopg import sql
 
 from ticket_tools.store import Records
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.postgres.schema import (
     INDEX_TABLES,
     WRITER_LOCK,
@@ -29,7 +30,6 @@ from ticket_tools.stores.records import (
     source_rows,
     with_high_water,
 )
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # Rows per progress report during an import.
 IMPORT_BATCH = 10_000

@@ -6,6 +6,7 @@ import psycopg
 from psycopg import sql
 
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.postgres.schema import (
     INDEX_TABLES,
     MIGRATE_FROM_4,
@@ -18,7 +19,6 @@ from ticket_tools.stores.postgres.schema import (
     store_error,
 )
 from ticket_tools.stores.postgres.title_index import IndexProgress, build_index
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # What a grant on tickets gives on the title index's tables too: a reader's SELECT, and
 # a writer role's SELECT, INSERT, UPDATE and DELETE (docs/postgres.md).

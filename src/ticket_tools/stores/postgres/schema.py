@@ -12,8 +12,8 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 from ticket_tools.stores.records import IdWidthError
-from ticket_tools.tickets import ID_FORMAT, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 # 2: the id's CHECK holds the deployment's ID width (`--id-digits`), so PostgreSQL
 # refuses an id of another width and `check_schema` can tell which width a table has.
@@ -501,11 +501,24 @@ def describe_params(params: Mapping[str, object]) -> str:
     return f"PostgreSQL ({' '.join(shown) or 'default connection'})"
 
 
+# What psycopg's own error classes mean when no SQLSTATE came with them (libpq gives a
+# failed connection none, and its message can quote the DSN, a password included).
+_WITHOUT_SQLSTATE: dict[type[psycopg.Error], str] = {
+    psycopg.OperationalError: "no connection (the server is down or unreachable, or it "
+    "refused the database, role or password)",
+    psycopg.ProgrammingError: "psycopg refused the DSN or the statement",
+    psycopg.DataError: "a value PostgreSQL cannot hold (a NUL character, say)",
+    psycopg.InterfaceError: "psycopg could not use the connection",
+}
+
+
 def store_error(error: psycopg.Error, source: str, action: str) -> StoreFailure:
     """Classify a psycopg error by its SQLSTATE and class, never by its message.
 
     libpq gives a failed connection no SQLSTATE, so a missing database, a wrong
-    password and a stopped server are alike "unavailable" (the class name says which kind).
+    password and a stopped server are alike "unavailable", in the same words. An error
+    of a SQLSTATE's own class is named by it, PostgreSQL's condition in CamelCase
+    (`AdminShutdown`, `QueryCanceled`).
     """
     if error.sqlstate in ("42P01", "42703"):  # undefined table or column
         return StoreFailure("schema", f"{source} is not a ticket-tools database")
@@ -516,4 +529,7 @@ def store_error(error: psycopg.Error, source: str, action: str) -> StoreFailure:
             f"cannot {action} {source}: it is a read-only standby; writes need the primary: "
             "add target_session_attrs=read-write to the DSN",
         )
+    words = _WITHOUT_SQLSTATE.get(type(error))
+    if words is not None:
+        return StoreFailure("unavailable", f"cannot {action} {source}: {words}")
     return StoreFailure("unavailable", f"cannot {action} {source} ({type(error).__name__})")

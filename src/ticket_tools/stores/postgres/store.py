@@ -29,6 +29,7 @@ from psycopg_pool import ConnectionPool
 from ticket_tools.filters import TicketFilter
 from ticket_tools.store import TicketStore
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.index_search import find_with_index
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.postgres.deadline import DeadlineConnection
@@ -41,7 +42,7 @@ from ticket_tools.stores.postgres.schema import (
 )
 from ticket_tools.stores.postgres.title_index import BOUNDS_PREFIX, GENERIC, PostgresSession
 from ticket_tools.stores.records import is_text
-from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
+from ticket_tools.tickets import Ticket
 
 # How long one call may take: waiting for a pooled connection, connecting, and the
 # statement itself (its statement_timeout). Past it the call fails as "unavailable".

@@ -19,12 +19,12 @@ import psycopg
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, FeedError, Key, OnWait, has_nul, plan
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.index_writes import Indexed, size_steps, ticket_changes
 
 # WRITER_LOCK is held for each batch: a row lock cannot guard a key not yet stored.
 from ticket_tools.stores.postgres.schema import WRITER_LOCK, check_schema, describe, store_error
 from ticket_tools.stores.postgres.title_index import SIZES_OF_SQL, IndexUpkeep, index_tenant
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long one batch may take, waits for locks included (its statement_timeout).
 DEFAULT_TIMEOUT = 30.0

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ticket_tools.store import Records
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.records import (
     StoredRow,
     duplicate_key,
@@ -18,7 +19,6 @@ from ticket_tools.stores.records import (
 )
 from ticket_tools.stores.sqlite.schema import create_schema, store_error
 from ticket_tools.stores.sqlite.title_index import IndexProgress, build_index
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # Rows per executemany call during an import; also how often progress is reported.
 IMPORT_BATCH = 10_000

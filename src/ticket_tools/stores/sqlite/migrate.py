@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.sqlite.schema import (
     MIGRATE_FROM_4,
     MIGRATES_FROM,
@@ -19,7 +20,6 @@ from ticket_tools.stores.sqlite.title_index import (
     build_index,
     create_index_schema,
 )
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long the migration waits for another writer (an `apply`) to finish its batch.
 BUSY_TIMEOUT = 5.0

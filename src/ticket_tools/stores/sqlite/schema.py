@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, ID_PREFIX, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 from ticket_tools.stores.records import IdWidthError
 from ticket_tools.stores.sqlite.title_index import (
     GRAM_COUNTS,
@@ -12,7 +13,6 @@ from ticket_tools.stores.sqlite.title_index import (
     TITLE_GRAMS,
     create_index_schema,
 )
-from ticket_tools.tickets import ID_FORMAT, ID_PREFIX, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
 
 # Written into the file header so `open` can tell a ticket database of this schema
 # from any other SQLite file without guessing from table names.

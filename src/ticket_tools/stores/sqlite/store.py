@@ -13,13 +13,14 @@ from pathlib import Path
 from ticket_tools.filters import TicketFilter, title_contains
 from ticket_tools.store import Records, TicketStore
 from ticket_tools.stores.failure import StoreFailure
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.index_search import find_with_index
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.records import is_text, record_rows
 from ticket_tools.stores.sqlite.importer import insert_rows, write_database
 from ticket_tools.stores.sqlite.schema import check_schema, store_error
 from ticket_tools.stores.sqlite.title_index import SQLiteSession
-from ticket_tools.tickets import ID_FORMAT, IdFormat, Ticket
+from ticket_tools.tickets import Ticket
 
 # write_database is also importable from here, where it lived before the import split out.
 __all__ = ["DEFAULT_BUSY_TIMEOUT", "SQLiteStore", "write_database"]

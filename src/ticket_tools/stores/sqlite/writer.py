@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import time
 import weakref
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
+from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.index_writes import Indexed, size_steps, ticket_changes
 from ticket_tools.stores.records import StoredRow, with_high_water
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
@@ -21,10 +23,13 @@ from ticket_tools.stores.sqlite.title_index import (
     tenant_sizes,
     write_index,
 )
-from ticket_tools.tickets import ID_FORMAT, IdFormat
 
 # How long a batch waits for another writer's lock (a second `apply`) before failing.
 DEFAULT_BUSY_TIMEOUT = 5.0
+# The write lock is waited for in tries of this long each, up to the timeout, not in one
+# busy timeout: SQLite's busy wait is a C sleep, and a signal's handler (Ctrl-C, SIGTERM)
+# runs only when it returns.
+LOCK_TRY_MS = 100
 
 # A key is in at most one of the two tables: a ticket, or the tombstone of its delete.
 # The keys of a batch are looked up in one statement (a join along both primary keys)
@@ -117,6 +122,7 @@ class SQLiteWriter:
         self.id_format = id_format
         """The ticket-ID width of the database: every change must have ids of it."""
         self._on_wait = on_wait
+        self._timeout = timeout
         self._timeout_ms = max(1, math.ceil(timeout * 1000))
         self._close = weakref.finalize(self, connection.close)
         try:
@@ -210,28 +216,32 @@ class SQLiteWriter:
         """Begin a transaction holding the write lock, waiting for it if it is taken.
 
         IMMEDIATE: the write lock is taken first, so no other writer can change a
-        version between a batch's read and its writes. With `on_wait`, the lock is
-        first asked for without waiting, so that the wait can be announced.
+        version between a batch's read and its writes. The lock is asked for in tries
+        of LOCK_TRY_MS, until the timeout; with `on_wait`, the first try does not wait,
+        so that the wait can be announced.
         """
         connection = self._connection
-        if self._on_wait is None:
-            connection.execute("BEGIN IMMEDIATE")
-            return
-        connection.execute("PRAGMA busy_timeout = 0")
+        deadline = time.monotonic() + self._timeout
+        announce = self._on_wait
         try:
-            connection.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as error:
-            taken = getattr(error, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
-            if not taken:
-                raise
-        else:
-            taken = False
+            while True:
+                left_ms = math.ceil((deadline - time.monotonic()) * 1000)
+                wait_ms = 0 if announce is not None else max(0, min(LOCK_TRY_MS, left_ms))
+                connection.execute(f"PRAGMA busy_timeout = {wait_ms}")
+                try:
+                    connection.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as error:
+                    taken = getattr(error, "sqlite_errorcode", 0) & 0xFF == sqlite3.SQLITE_BUSY
+                    if not taken or (announce is None and left_ms <= wait_ms):
+                        raise
+                else:
+                    return
+                if announce is not None:
+                    announce()
+                    announce = None
         finally:
-            # The wait, and the rest of the batch (a checkpoint at commit), as before.
+            # The rest of the batch (a checkpoint at commit) as before.
             connection.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
-        if taken:
-            self._on_wait()
-            connection.execute("BEGIN IMMEDIATE")
 
     def replace(
         self,
@@ -261,7 +271,7 @@ class SQLiteWriter:
         """
         connection = self._connection
         try:
-            connection.execute("BEGIN IMMEDIATE")
+            self._begin()
             try:
                 taken = with_high_water(
                     rows() if callable(rows) else rows, high_water, replace=True

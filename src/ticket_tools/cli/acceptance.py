@@ -1,4 +1,4 @@
-"""The brief's thirteen acceptance calls, runnable against any store."""
+"""The brief's thirteen acceptance calls, runnable against any store: `ticket-tools acceptance`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The wall: the root package (the brief) needs only the standard library.
+"""The wall: the root package (the brief) needs only the standard library, and no layer.
 
 Run: in a fresh interpreter, `import ticket_tools`, every acceptance call through
 `execute_tool` and `tool_declarations()` load no third-party module and no module of an
