@@ -98,9 +98,9 @@ def test_import_draws_the_indexing_line_after_the_records(
     assert cli.main(["import", str(records), "--db", str(tmp_path / "t.sqlite")]) == 0
     # The shorter line is padded over the longer one it replaces.
     assert terminal.getvalue() == (
-        "\rimporting: 1 records, 100% of the file"
-        + "\rindexing: 1 of 1 tickets"
-        + " " * 14  # the 38 characters drawn before
+        "\rimporting: 1 record, 100% of the file"
+        + "\rindexing: 1 of 1 ticket"
+        + " " * 14  # the 37 characters drawn before
         + "\n"
     )
 
@@ -187,5 +187,6 @@ def test_migrate_an_unreachable_postgres_database(
     dsn = postgres_database.cluster.dsn(OWNER, "no_such_database")
     assert cli.main(["migrate", "--postgres", dsn]) == 2
     assert capsys.readouterr().err == (
-        f"ticket-tools: cannot migrate {describe(dsn)} (OperationalError)\n"
+        f"ticket-tools: cannot migrate {describe(dsn)}: no connection (the server is down or "
+        "unreachable, or it refused the database, role or password)\n"
     )

@@ -21,7 +21,7 @@ class IndexingProgress:
 
     def indexing(self, done: int, total: int) -> None:
         """Redraw the line with the title index's build, at most once every PROGRESS_SECONDS."""
-        self._draw(f"indexing: {done} of {total} tickets")
+        self._draw(f"indexing: {done} of {counted(total, 'ticket')}")
 
     def _draw(self, text: str) -> None:
         now = time.monotonic()
