@@ -138,6 +138,7 @@ def tenants(draw: st.DrawFn) -> dict[str, dict[str, str]]:
     limit=st.none() | st.integers(1, 8) | st.just(2**70),
     small=st.booleans(),
     scan_rows=st.sampled_from((1, 8)),
+    bisect_ratio=st.sampled_from((0, index_search.BISECT_RATIO, 10**9)),
 )
 def test_the_plan_gives_the_dict_stores_answer(  # noqa: PLR0917 - hypothesis's arguments
     records: dict[str, dict[str, str]],
@@ -147,6 +148,7 @@ def test_the_plan_gives_the_dict_stores_answer(  # noqa: PLR0917 - hypothesis's 
     limit: int | None,
     small: bool,
     scan_rows: int,
+    bisect_ratio: int,
 ) -> None:
     if text is None and status is None:
         status = "open"
@@ -155,6 +157,8 @@ def test_the_plan_gives_the_dict_stores_answer(  # noqa: PLR0917 - hypothesis's 
         patch.setattr(index_search, "MIN_SCAN_ROWS", scan_rows)
         patch.setattr(index_search, "SCAN_ROWS_PER_TICKET", scan_rows)
         patch.setattr(index_search, "MAX_FIRST_BUCKETS", 1)  # the batches grow, in three buckets
+        # The other terms' offsets bisected always (0), as shipped, or made a set always.
+        patch.setattr(index_search, "BISECT_RATIO", bisect_ratio)
         found = find_with_index(MemorySession(records, "alpha", small=small), where, limit)
     oracle = DictStore(records).find("alpha", where, limit=EVERY if limit is None else limit)
     assert found == oracle
