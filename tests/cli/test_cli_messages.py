@@ -63,6 +63,7 @@ PARSES: dict[Command, list[str]] = {
     ("declarations",): [],
     ("dev-token",): ["--tenant", "alpha", "--dir", "{tmp}/identity"],
     ("import",): ["{tmp}/ok.json", "--db", "{tmp}/new.db"],
+    ("migrate",): ["--db", "{tmp}/tickets.db"],
     ("serve", "http"): [
         "127.0.0.1:0",
         "--jwks",
@@ -260,6 +261,22 @@ FAILURES: dict[Command, list[object]] = {
             ["{tmp}/ok.json", "--db", "{tmp}/tickets.db"],
             "{tmp}/tickets.db already exists; import only creates new files",
             id="db-exists",
+        ),
+    ],
+    ("migrate",): [
+        pytest.param(
+            ["--db", "{tmp}/missing.db"], "no database at {tmp}/missing.db", id="db-missing"
+        ),
+        pytest.param(["--db", "{tmp}"], "cannot write {tmp}: it is a folder", id="db-a-folder"),
+        pytest.param(
+            ["--db", "{tmp}/ok.json"], "{tmp}/ok.json is not an SQLite database", id="db-not-sqlite"
+        ),
+        pytest.param(
+            ["--postgres", UNREACHABLE],
+            "cannot migrate PostgreSQL (user=reader host=127.0.0.1 port=1 dbname=tickets): "
+            "no connection (the server is down or unreachable, or it "
+            "refused the database, role or password)",
+            id="postgres-unreachable",
         ),
     ],
     ("serve", "http"): [

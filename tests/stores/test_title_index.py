@@ -357,3 +357,23 @@ def test_a_limit_past_any_tenant_is_every_match(
         assert made.store.find("alpha", where, limit=limit) == oracle.find(
             "alpha", where, limit=limit
         )
+
+
+def test_a_tombstones_key_brought_back_in_an_indexed_tenant(make: Maker) -> None:
+    # The key's lookup finds the tombstone (no title to drop), the upsert indexes the new one.
+    records = {
+        f"alpha:TKT-00000{n}": {"id": f"TKT-00000{n}", "title": f"Login {n}", "status": "open"}
+        for n in (1, 2)
+    }
+    made = make(records)
+    assert made.apply([Change("delete", "alpha", "TKT-000001", 5)]) == Counts(0, 1, 0)
+    back = Change("upsert", "alpha", "TKT-000001", 6, "Kerberos again", "closed")
+    assert made.apply([back]) == Counts(1, 0, 0)
+    state = {
+        "alpha:TKT-000001": {"id": "TKT-000001", "title": "Kerberos again", "status": "closed"},
+        "alpha:TKT-000002": records["alpha:TKT-000002"],
+    }
+    assert made.index() == expected_index(state)
+    assert made.store.find("alpha", TicketFilter(text="kerberos"), limit=EVERY) == [
+        state["alpha:TKT-000001"]
+    ]

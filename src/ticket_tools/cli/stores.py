@@ -493,5 +493,5 @@ def _run_migrate(options: argparse.Namespace) -> int:
     if count is None:
         print(f"{target} already has schema version {version}; nothing to migrate")
     else:
-        print(f"migrated {target} to schema version {version}: {count} tickets indexed")
+        print(f"migrated {target} to schema version {version}: {counted(count, 'ticket')} indexed")
     return 0
