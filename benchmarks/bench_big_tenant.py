@@ -64,13 +64,20 @@ TARGET_P50, TARGET_P99 = 5.0, 10.0
 TARGET_IMPORT, TARGET_SIZE = 2.0, 3.0
 OWNER, READER = "ticket_owner", "ticket_reader"
 BIG = "big"
-# Run the command line in a child, with no tenant indexed ("plain") or as shipped.
+# Run the command line in a child, with no tenant indexed ("plain") or as shipped; then
+# write its own peak resident memory (VmHWM, kB) to the file named first. Not wait4's
+# ru_maxrss: a child spawned by vfork counts the parent's pages until its exec.
 _DRIVER = (
     "import sys\n"
     "from ticket_tools.stores import index_writes\n"
-    "if sys.argv[1] == 'plain': index_writes.INDEX_MIN_TICKETS = 2**62\n"
+    "if sys.argv[2] == 'plain': index_writes.INDEX_MIN_TICKETS = 2**62\n"
     "from ticket_tools.cli import main\n"
-    "sys.exit(main(sys.argv[2:]))\n"
+    "try:\n"
+    "    status = main(sys.argv[3:])\n"
+    "finally:\n"
+    "    with open('/proc/self/status') as own, open(sys.argv[1], 'w') as out:\n"
+    "        out.write(next(l for l in own if l.startswith('VmHWM:')).split()[1])\n"
+    "sys.exit(status)\n"
 )
 ROWS: list[str] = []
 VERDICTS: list[str] = []
@@ -120,15 +127,16 @@ def _write_records(path: Path, size: int) -> int:
 
 def _import(build: str, argv: list[str]) -> tuple[float, int]:
     """Run `ticket-tools import ...` as `build` ("index" or "plain"); return seconds, peak MiB."""
-    started = time.perf_counter()
-    child = subprocess.Popen(  # noqa: S603 - our own fixed arguments
-        [sys.executable, "-c", _DRIVER, build, "import", *argv], stdout=subprocess.DEVNULL
-    )
-    _, status, usage = os.wait4(child.pid, 0)
-    seconds = time.perf_counter() - started
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise RuntimeError(f"import ({build}) failed: exit {os.waitstatus_to_exitcode(status)}")
-    return seconds, usage.ru_maxrss // 1024  # KiB on Linux
+    with tempfile.NamedTemporaryFile("r", prefix="bench-big-rss-") as peak:
+        started = time.perf_counter()
+        status = subprocess.call(  # noqa: S603 - our own fixed arguments
+            [sys.executable, "-c", _DRIVER, peak.name, build, "import", *argv],
+            stdout=subprocess.DEVNULL,
+        )
+        seconds = time.perf_counter() - started
+        if status != 0:
+            raise RuntimeError(f"import ({build}) failed: exit {status}")
+        return seconds, int(peak.read()) // 1024  # VmHWM is in kB
 
 
 def _calls(size: int) -> dict[str, dict[str, object]]:
