@@ -60,6 +60,8 @@ STARTING = {
     ],
     "import": ["import", "{fifo}", "--db", "{db}"],
     "apply": ["apply", "{fifo}", "--db", "{db}"],
+    # Its input is a store, opened as `apply` opens one; held in its imports here.
+    "migrate": None,
 }
 WITHOUT_INPUT = [name for name, args in STARTING.items() if args is None]
 
