@@ -13,6 +13,7 @@ import hmac
 import http.server
 import ipaddress
 import json
+import random
 import ssl
 import threading
 import time
@@ -254,3 +255,25 @@ def _write_self_signed(cert_path: Path, key_path: Path) -> None:
             serialization.NoEncryption(),
         )
     )
+
+
+def generated_calls(seed: int, count: int) -> list[tuple[str, dict[str, object]]]:
+    """Return `count` varied calls, valid and not, the same for a seed every run."""
+    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not a secret
+    ids = [f"TKT-{n}" for n in range(100, 117)]
+    calls: list[tuple[str, dict[str, object]]] = []
+    for _ in range(count):
+        if rng.random() < 0.4:
+            calls.append(("get_ticket", {"ticket_id": rng.choice([*ids, "tkt-104", "TKT-1"])}))
+            continue
+        args: dict[str, object] = {}
+        for name, values in (
+            ("status", ["open", "closed", "pending"]),
+            ("query", ["login", "SETTINGS", "refund", "", "sso"]),
+            ("limit", [1, 2, 5, 10, 11]),
+            ("cursor", [*ids, "x"]),
+        ):
+            if rng.random() < 0.4:
+                args[name] = rng.choice(values)
+        calls.append(("search_tickets", args))
+    return calls

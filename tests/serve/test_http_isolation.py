@@ -12,7 +12,6 @@ mutant tests/mutants/30-http-direct-tenant-from-meta.patch) fails here.
 from __future__ import annotations
 
 import json
-import random
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 
 from expected import ALPHA, ALPHA_NO_READ, BETA, BETA_T103, BETA_T104, BETA_T108, T104, TOOL_NAMES
-from http_support import open_session, post
+from http_support import generated_calls, open_session, post
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import execute_tool, fixture_records
@@ -270,28 +269,6 @@ def test_without_the_read_scope_every_tool_is_forbidden_after_argument_checks(
     assert execute_tool("get_ticket", GOOD_ARGS["get_ticket"], ALPHA_NO_READ, RECORDS) == FORBIDDEN
 
 
-def _generated_calls(seed: int) -> list[tuple[str, dict[str, object]]]:
-    """Return CALLS_PER_CLIENT varied calls, valid and not, the same for a seed every run."""
-    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not a secret
-    ids = [f"TKT-{n}" for n in range(100, 117)]
-    calls: list[tuple[str, dict[str, object]]] = []
-    for _ in range(CALLS_PER_CLIENT):
-        if rng.random() < 0.4:
-            calls.append(("get_ticket", {"ticket_id": rng.choice([*ids, "tkt-104", "TKT-1"])}))
-            continue
-        args: dict[str, object] = {}
-        for name, values in (
-            ("status", ["open", "closed", "pending"]),
-            ("query", ["login", "SETTINGS", "refund", "", "sso"]),
-            ("limit", [1, 2, 5, 10, 11]),
-            ("cursor", [*ids, "x"]),
-        ):
-            if rng.random() < 0.4:
-                args[name] = rng.choice(values)
-        calls.append(("search_tickets", args))
-    return calls
-
-
 def test_concurrent_callers_get_exactly_what_execute_tool_gives(
     caller: Caller, idp: Issuer
 ) -> None:
@@ -302,7 +279,7 @@ def test_concurrent_callers_get_exactly_what_execute_tool_gives(
         mine = Caller(caller.server, caller.version)
         return [
             (number, name, args)
-            for name, args in _generated_calls(number)
+            for name, args in generated_calls(number, CALLS_PER_CLIENT)
             if mine.result(bearer, name, args) != execute_tool(name, args, context, RECORDS)
         ]
 

@@ -12,7 +12,6 @@ and protocol version in test_http_isolation.py.
 from __future__ import annotations
 
 import json
-import random
 import re
 import shutil
 import socket
@@ -48,6 +47,7 @@ from http_support import (
     PROTOCOL,
     REFUSED,
     JwksHttpsServer,
+    generated_calls,
     open_session,
     post,
     rpc,
@@ -267,28 +267,6 @@ async def test_the_read_scope_in_scp_reads(server: HttpServer, token: Callable[.
     assert got == {"ok": True, "ticket": T104}
 
 
-def _generated_calls(seed: int) -> list[tuple[str, dict[str, object]]]:
-    """Return CALLS_PER_CLIENT varied calls, valid and not, the same for a seed every run."""
-    rng = random.Random(seed)  # noqa: S311 - reproducible test data, not a secret
-    ids = [f"TKT-{n}" for n in range(100, 117)]
-    calls: list[tuple[str, dict[str, object]]] = []
-    for _ in range(CALLS_PER_CLIENT):
-        if rng.random() < 0.4:
-            calls.append(("get_ticket", {"ticket_id": rng.choice([*ids, "tkt-104", "TKT-1"])}))
-            continue
-        args: dict[str, object] = {}
-        for name, values in (
-            ("status", ["open", "closed", "pending"]),
-            ("query", ["login", "SETTINGS", "refund", "", "sso"]),
-            ("limit", [1, 2, 5, 10, 11]),
-            ("cursor", [*ids, "x"]),
-        ):
-            if rng.random() < 0.4:
-                args[name] = rng.choice(values)
-        calls.append(("search_tickets", args))
-    return calls
-
-
 async def test_concurrent_clients_get_exactly_what_execute_tool_gives(
     server: HttpServer, token: Callable[..., str]
 ) -> None:
@@ -302,7 +280,7 @@ async def test_concurrent_clients_get_exactly_what_execute_tool_gives(
         tenant = "alpha" if number % 2 == 0 else "beta"
         context = ALPHA if tenant == "alpha" else BETA
         async with connect(server.url, token(tenant, f"load-{number}")) as session:
-            for name, args in _generated_calls(number):
+            for name, args in generated_calls(number, CALLS_PER_CLIENT):
                 got = await result(session, name, args)
                 answered += 1
                 if got != execute_tool(name, args, context, RECORDS):

@@ -21,6 +21,7 @@ import sqlite3
 import subprocess
 import sys
 import termios
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +34,13 @@ import pytest
 from expected import ALPHA
 from ticket_tools import execute_tool, fixture_records
 from ticket_tools.serve.server import UNAVAILABLE_DETAIL
-from ticket_tools.serve.stdio import LINE_TOO_LONG_MESSAGE, MAX_LINE_BYTES, Lines
+from ticket_tools.serve.stdio import (
+    LINE_TOO_LONG_MESSAGE,
+    MAX_LINE_BYTES,
+    Lines,
+    _read_some,
+    _write_all,
+)
 from ticket_tools.stores.sqlite import importer as sqlite_import
 
 SERVE = [sys.executable, "-m", "ticket_tools.cli", "serve", "stdio", "--tenant", "alpha"]
@@ -420,6 +427,37 @@ def test_a_fifo_for_stdin_is_read_until_its_writer_closes(tmp_path: Path) -> Non
     assert server.answer() == get_answer(1, "TKT-104")
     os.close(writer)
     assert server.finish() == (0, b"", "")
+
+
+def test_a_non_blocking_read_and_write_wait_in_process() -> None:
+    # The subprocess test below may find bytes waiting at every read, so which branch it
+    # runs depends on timing; here a read finds nothing at first and a write a full pipe.
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    os.set_blocking(write_end, False)
+    capacity = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
+    try:
+        later = threading.Timer(0.2, os.write, (write_end, b"late"))
+        later.start()
+        assert _read_some(read_end) == b"late"  # it waited: nothing was there at first
+        later.join()
+        drained: list[bytes] = []
+        reader = threading.Timer(0.2, lambda: drained.append(_drain(read_end, capacity + 1)))
+        reader.start()
+        _write_all(write_end, b"x" * (capacity + 1))  # more than the pipe holds: it waits
+        reader.join()
+        assert drained == [b"x" * (capacity + 1)]
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+def _drain(fd: int, size: int) -> bytes:
+    got = b""
+    while len(got) < size:
+        select.select([fd], [], [])
+        got += os.read(fd, size - len(got))
+    return got
 
 
 def test_non_blocking_stdin_and_stdout_are_waited_on() -> None:
