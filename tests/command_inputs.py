@@ -7,6 +7,7 @@ since signals, closed descriptors and FIFOs only mean something to a real proces
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import pty
@@ -137,6 +138,16 @@ def shadowing_env(folder: Path) -> dict[str, str]:
     """The environment of a command whose SHADOWED_MODULE import is `held_in_imports`."""
     path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}
+
+
+def subcommands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[str]:
+    """Return every runnable command the parser holds, as `serve stdio`."""
+    found: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += subcommands(child, (*prefix, name))
+    return found or [" ".join(prefix)]
 
 
 class Terminal:

@@ -8,7 +8,6 @@ The waits of `apply` and `import` are walked in test_apply_inputs.py and test_im
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ from command_inputs import (
     send,
     shadowing_env,
     start,
+    subcommands,
 )
 from ticket_tools.cli.program import build_parser
 
@@ -34,16 +34,6 @@ from ticket_tools.cli.program import build_parser
 def _reaped() -> Iterator[None]:
     yield
     reap()
-
-
-def subcommands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[str]:
-    """Return every runnable command the parser holds, as `serve stdio`."""
-    found: list[str] = []
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                found += subcommands(child, (*prefix, name))
-    return found or [" ".join(prefix)]
 
 
 # Each command held where its start-up waits: a FIFO no one writes, opened as its input.
