@@ -15,7 +15,7 @@ from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.records import is_text, record_rows
 from ticket_tools.stores.sqlite.importer import insert_rows, write_database
-from ticket_tools.stores.sqlite.schema import check_schema, store_error
+from ticket_tools.stores.sqlite.schema import check_file, check_schema, store_error
 from ticket_tools.tickets import Ticket
 
 # write_database is also importable from here, where it lived before the import split out.
@@ -97,10 +97,7 @@ class SQLiteStore(TicketStore):
         """
         path = Path(path)
         timeout = DEFAULT_BUSY_TIMEOUT if timeout is None else timeout
-        if not path.exists():
-            raise StoreFailure("missing", f"no database at {path}")
-        if path.is_dir():  # else SQLite reports a disk I/O error
-            raise StoreFailure("unavailable", f"cannot read {path}: it is a folder")
+        check_file(path, "read")
         try:
             connection = sqlite3.connect(
                 path.resolve().as_uri() + "?mode=ro",

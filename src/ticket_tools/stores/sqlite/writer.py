@@ -15,7 +15,7 @@ from ticket_tools.stores.feed import Change, Counts, Key, OnWait, plan
 from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.records import StoredRow, with_high_water
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
-from ticket_tools.stores.sqlite.schema import check_schema, store_error
+from ticket_tools.stores.sqlite.schema import check_file, check_schema, store_error
 
 # How long a batch waits for another writer's lock (a second `apply`) before failing.
 DEFAULT_BUSY_TIMEOUT = 5.0
@@ -134,10 +134,7 @@ class SQLiteWriter:
         A batch waits up to `timeout` seconds for the write lock; `on_wait` as in __init__.
         """
         path = Path(path)
-        if not path.exists():
-            raise StoreFailure("missing", f"no database at {path}")
-        if path.is_dir():
-            raise StoreFailure("unavailable", f"cannot write {path}: it is a folder")
+        check_file(path, "write")
         try:
             connection = sqlite3.connect(
                 path.resolve().as_uri() + "?mode=rw",
