@@ -3,7 +3,8 @@
 Only the standard library is imported before the handlers are installed (`cli.signals`);
 the commands' modules (argparse, the stores, the MCP SDK: most of a start-up's time) are
 imported after them, inside the same guard, so that Ctrl-C or SIGTERM at any moment of
-start-up ends the command with its one line and status, never a traceback.
+start-up ends the command with its one line and status, never a traceback. The installed
+script has handlers before these, from before the package's import (`ticket_tools_start`).
 """
 
 from __future__ import annotations
