@@ -20,7 +20,9 @@ import pytest
 
 from command_inputs import WAIT_SECONDS, ended, reap, start
 from ticket_tools.cli import main
-from ticket_tools.stores.records_stream import MAX_RECORD_CHARS
+from ticket_tools.cli.command import CommandError
+from ticket_tools.cli.inputs import read_records
+from ticket_tools.stores.records_stream import CHUNK_BYTES, MAX_RECORD_CHARS
 
 Captured = pytest.CaptureFixture[str]
 
@@ -205,3 +207,32 @@ def test_records_from_a_fifo_are_read_once(tmp_path: Path, command: str) -> None
     }[command]
     last_line = got.out.splitlines(keepends=True)[-1:] if command == "acceptance" else [got.out]
     assert (got.status, "".join(last_line), got.err) == (*expected, "")
+
+
+def test_a_read_that_fails_after_the_open_names_the_system_s_reason(capsys: Captured) -> None:
+    # /proc/self/mem opens, and its first read fails (address 0 is not mapped): EIO.
+    assert main([*GET, "--records", "/proc/self/mem"]) == 2
+    assert capsys.readouterr() == (
+        "",
+        "ticket-tools: cannot read /proc/self/mem: Input/output error\n",
+    )
+
+
+def test_a_file_not_an_object_and_not_utf8_says_so(tmp_path: Path, capsys: Captured) -> None:
+    # Not an object from its first byte; read whole (`read_records`) to say whether it is
+    # JSON at all, it is not even text past the first chunk the stream reader decoded.
+    records = tmp_path / "records.json"
+    records.write_bytes(b"[" + b" " * CHUNK_BYTES + b'"\xff"]')
+    assert main([*GET, "--records", str(records)]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"ticket-tools: cannot read {records}: it is not UTF-8 text\n",
+    )
+
+
+def test_read_records_names_a_file_it_cannot_read(tmp_path: Path) -> None:
+    # The helper a new command reads a records file with (docs/extending.md).
+    missing = tmp_path / "missing.json"
+    with pytest.raises(CommandError) as raised:
+        read_records(missing)
+    assert str(raised.value) == f"cannot read {missing}: No such file or directory"
