@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from ticket_tools.cli import main
+from ticket_tools.cli import entry, main
 
 # Runs `ticket-tools acceptance` as the console script would, with an exit handler and an
 # object freed only by the teardown, each saying so, and a daemon thread asleep if asked.
@@ -71,3 +71,31 @@ def test_a_command_run_in_process_returns_with_a_daemon_thread_running(
         event.set()
         thread.join()
     assert capsys.readouterr().out.splitlines()[-1] == "13 passed, 0 failed"
+
+
+def test_the_exit_flushes_runs_the_handlers_flushes_again_then_exits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # In process (what the subprocess test does after coverage has saved is not measured):
+    # the steps in order, with the handlers' own output flushed before the exit.
+    steps: list[object] = []
+
+    class Stream:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def flush(self) -> None:
+            steps.append(f"flush {self.name}")
+
+    def exit_now(status: int) -> None:
+        steps.append(("exit", status))
+        raise SystemExit(status)  # as os._exit would, the call never returns
+
+    monkeypatch.setattr(sys, "stdout", Stream("stdout"))
+    monkeypatch.setattr(sys, "stderr", Stream("stderr"))
+    monkeypatch.setattr(entry.atexit, "_run_exitfuncs", lambda: steps.append("handlers"))
+    monkeypatch.setattr(entry.os, "_exit", exit_now)
+    with pytest.raises(SystemExit):
+        entry._exit_now(143)
+    flushes = ["flush stdout", "flush stderr"]
+    assert steps == [*flushes, "handlers", *flushes, ("exit", 143)]
