@@ -8,6 +8,8 @@ Python's own.
 
 from __future__ import annotations
 
+import atexit
+import os
 import subprocess
 import sys
 import threading
@@ -93,8 +95,8 @@ def test_the_exit_flushes_runs_the_handlers_flushes_again_then_exits(
 
     monkeypatch.setattr(sys, "stdout", Stream("stdout"))
     monkeypatch.setattr(sys, "stderr", Stream("stderr"))
-    monkeypatch.setattr(entry.atexit, "_run_exitfuncs", lambda: steps.append("handlers"))
-    monkeypatch.setattr(entry.os, "_exit", exit_now)
+    monkeypatch.setattr(atexit, "_run_exitfuncs", lambda: steps.append("handlers"))
+    monkeypatch.setattr(os, "_exit", exit_now)
     with pytest.raises(SystemExit):
         entry._exit_now(143)
     flushes = ["flush stdout", "flush stderr"]
