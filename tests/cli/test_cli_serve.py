@@ -328,6 +328,25 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
     ]
 
 
+def test_the_rates_at_their_bounds_reach_the_server(
+    monkeypatch: pytest.MonkeyPatch, jwks: str
+) -> None:
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve.limits import RateLimits  # noqa: PLC0415
+
+    served: list[object] = []
+    monkeypatch.setattr(
+        http_server, "serve_http", lambda options, store, **_: served.append(options.replica)
+    )
+    assert main(_http(jwks, "--tenant-rate", "0.001", "--subject-rate", "999999.999")) == 0
+    assert [replica.rates for replica in served] == [  # type: ignore[attr-defined]
+        RateLimits(tenant_rate=0.001, subject_rate=999999.999)
+    ]
+
+
+RATE_RULE = "expected calls per second from 0.001 to 999999.999, 0 for no limit"
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "rule"),
     [
@@ -358,11 +377,22 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
         pytest.param(
             "--tenant-calls", "1.5", "expected a whole number of at least 1", id="calls-1.5"
         ),
-        pytest.param(
-            "--tenant-rate", "-1", "expected calls per second, 0 for no limit", id="rate-negative"
-        ),
-        pytest.param(
-            "--subject-rate", "many", "expected calls per second, 0 for no limit", id="rate-word"
+        *(
+            pytest.param(flag, value, RATE_RULE, id=f"{flag[2:]}-{value}")
+            for flag, value in [
+                ("--tenant-rate", "-1"),
+                ("--subject-rate", "many"),
+                # A refusal's wait was infinite (every refusal a 500) or 301 digits long.
+                ("--subject-rate", "1e-320"),
+                ("--tenant-rate", "1e-300"),
+                ("--subject-rate", "0.0001"),
+                ("--subject-rate", "1e308"),
+                ("--tenant-rate", "1000000"),
+                ("--tenant-rate", "inf"),
+                ("--subject-rate", "nan"),
+                ("--subject-rate", "1e3"),
+                ("--subject-rate", " 2"),
+            ]
         ),
     ],
 )

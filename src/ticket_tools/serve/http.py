@@ -149,13 +149,15 @@ def build_app(
     # First after the token check: nothing behind it is given a body past MAX_BODY_BYTES.
     limit_bodies(app, MCP_PATH)
     correct_protocol(app, MCP_PATH, resource_url=resource_url, rules=rules)
-    if not options.stateless:
-        bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
     # The SDK's own count of open sessions (it has no public one).
     manager = server.session_manager
+    # The rate limits before the session gate: a request naming a session that is not the
+    # caller's is counted as any other (the gate's 404s were a flood no limit saw).
     replica.install(app, mcp_path=MCP_PATH, sessions=lambda: len(manager._server_instances))
+    if not options.stateless:
+        bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
     if direct_enabled():
-        # Appended last: it answers after the token check, the gate and the rate limits.
+        # Appended last: it answers after the token check, the rate limits and the gate.
         direct = Middleware(
             DirectPath, path=MCP_PATH, server=server, tool_calls=tool_calls, security=security
         )
