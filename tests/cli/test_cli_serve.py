@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -176,10 +177,52 @@ def test_an_address_in_use(capsys: Captured, jwks: str) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("host", "shown", "family"),
+    [("127.0.0.1", "127.0.0.1", socket.AF_INET), ("::1", "[::1]", socket.AF_INET6)],
+)
+def test_a_metrics_address_in_use_is_one_line_before_serving(
+    capsys: Captured, jwks: str, host: str, shown: str, family: socket.AddressFamily
+) -> None:
+    # It was a traceback after "serving MCP on ..." had been printed.
+    with socket.create_server((host, 0), family=family) as taken:
+        port = taken.getsockname()[1]
+        assert _fails(capsys, _http(jwks, "--metrics", f"{shown}:{port}")) == (
+            f"ticket-tools: cannot listen on {shown}:{port} (--metrics): Address already in use\n"
+        )
+
+
 def test_an_audit_log_that_cannot_be_opened(capsys: Captured, jwks: str, tmp_path: Path) -> None:
     assert _fails(capsys, _http(jwks, "--audit-log", str(tmp_path))) == (
         f"ticket-tools: cannot open {tmp_path}: Is a directory\n"
     )
+
+
+def test_an_audit_log_that_is_a_fifo_is_refused_at_once(
+    capsys: Captured, jwks: str, tmp_path: Path
+) -> None:
+    # open() waited for a reader that never came: the server never started, and said nothing.
+    fifo = tmp_path / "audit.fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null")):  # a FIFO nobody reads, a device
+        assert _fails(capsys, _http(jwks, "--audit-log", str(path))) == (
+            f"ticket-tools: cannot open {path}: the audit log must be a regular file "
+            "(without --audit-log it is stderr)\n"
+        )
+
+
+def test_an_audit_log_through_a_symlink_to_a_regular_file_is_taken(
+    monkeypatch: pytest.MonkeyPatch, jwks: str, tmp_path: Path
+) -> None:
+    from ticket_tools.serve import replica  # noqa: PLC0415 - the optional extra
+
+    target, link = tmp_path / "audit.jsonl", tmp_path / "audit-link"
+    target.write_text("kept\n", encoding="utf-8")
+    link.symlink_to(target)
+    served: list[str] = []
+    monkeypatch.setattr(replica.Replica, "serve", lambda *_, **__: served.append("served"))
+    assert main(_http(jwks, "--audit-log", str(link))) == 0
+    assert (served, target.read_text(encoding="utf-8")) == (["served"], "kept\n")
 
 
 @pytest.mark.parametrize(
