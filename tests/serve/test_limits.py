@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conftest import PostgresDatabase, StoreFactory
 from expected import T104
-from http_support import post
+from http_support import PROTOCOL, open_session, post
 from replica_support import call, locked_table, metric, origin, request, rpc, wait_until
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
@@ -343,6 +343,44 @@ def test_a_session_per_call_host_walks_40_pages_and_calls_10_at_once(
         )
     }
     assert refusals == dict.fromkeys(refusals, 0)
+
+
+@pytest.fixture
+def sessions_limited(tmp_path: Path, jwks: Path) -> Iterator[HttpServer]:
+    """A server with sessions allowing each subject 5 other requests/s (bursts of 10)."""
+    started = HttpServer(tmp_path, str(jwks), "--subject-rate", "1", "--tenant-rate", "0")
+    yield started
+    assert started.stop() == 0, started.stderr()
+
+
+FLOOD = 30  # at once: well over what is left of a burst of 10
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE"])
+def test_requests_naming_a_session_that_is_not_theirs_are_counted(
+    sessions_limited: HttpServer, idp: Issuer, method: str
+) -> None:
+    # They were answered 404 by the session gate before the rate limits saw them: a flood
+    # of them (a DELETE flood too) was never counted nor slowed.
+    url, base = sessions_limited.url, origin(sessions_limited.url)
+    alice, bob = idp.sign(claims("alpha", "alice")), idp.sign(claims("alpha", "bob"))
+    bobs = open_session(url, bob)
+    sid = open_session(url, alice)
+    headers = {"Mcp-Session-Id": bobs, "Mcp-Protocol-Version": PROTOCOL}
+    body = b"" if method == "DELETE" else json.dumps(LIST).encode()
+    with ThreadPoolExecutor(FLOOD) as pool:  # at once: a failed DELETE is answered 0.5 s late
+        statuses = list(
+            pool.map(lambda _: post(url, body, alice, headers, method=method)[0], range(FLOOD))
+        )
+    refused = statuses.count(429)
+    assert (sorted(set(statuses)), statuses.count(404) + refused) == ([404, 429], FLOOD)
+    assert metric(base, "ticket_tools_refusals_total", limit="subject_housekeeping_rate") == (
+        refused
+    )
+    # Alice's bucket is empty; ending her own session is still never refused, and bob's
+    # session was never touched.
+    assert post(url, b"", alice, {**headers, "Mcp-Session-Id": sid}, method="DELETE")[0] == 200
+    assert post(url, b"", bob, headers, method="DELETE")[0] == 200
 
 
 def test_a_request_without_a_valid_token_is_still_401_not_429(
