@@ -16,7 +16,6 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import signal
 import socket
 import stat
 import sys
@@ -264,5 +263,3 @@ def serve_http(
         # Until uvicorn takes SIGINT and SIGTERM (to drain), the caller's handlers end the
         # start-up; after it has drained, a late signal changes nothing: the status is 0.
         replica.serve(app, listener, http=guarded_protocol(options.connections))
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, lambda signum, frame: None)

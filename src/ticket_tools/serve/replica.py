@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import signal
 import socket
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -203,6 +205,19 @@ class _DrainingServer(GuardedServer):
     def __init__(self, config: uvicorn.Config, replica: Replica) -> None:
         super().__init__(config)
         self._replica = replica
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """Take SIGINT and SIGTERM for the drain, and keep them past it.
+
+        uvicorn puts the caller's handlers back once it has stopped (the CLI's, which end the
+        command with 130 or 143); kept, a signal after the drain ends a grace already over,
+        and the exit status stays 0. Off the main thread no handler can be set.
+        """
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, self.handle_exit)
+        yield
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         """Begin the drain on the first signal; a second one ends its grace at once."""
