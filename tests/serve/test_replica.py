@@ -3,11 +3,13 @@ calls in flight finish within the grace (or fail as unavailable past it), then e
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -139,6 +141,22 @@ def test_a_second_sigterm_ends_the_grace_at_once(
             wait_until(lambda: _refused(base), "the listener closed")
         # The stalled thread ends with the lock; then the process exits, still with 0.
         assert server.process.wait(timeout=STOP_TIMEOUT_SECONDS) == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
+def test_signals_all_through_the_drain_and_the_exit_leave_the_status_0(
+    tmp_path: Path, jwks: Path, signum: signal.Signals
+) -> None:
+    # The first signal drains; the rest (every millisecond until the process is gone) land
+    # in the drain, in the server's stop and in the exit after it: none changes the status.
+    server = HttpServer(tmp_path, str(jwks), "--stateless")
+    wait_until(lambda: _ready(origin(server.url))[0] == 200, "ready")
+    while server.process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            server.process.send_signal(signum)
+        time.sleep(0.001)
+    assert server.process.wait() == 0, server.stderr()
+    assert server.stderr() == f"ticket-tools: serving MCP on {server.url}\n"
 
 
 def _refused(base: str) -> bool:
