@@ -69,7 +69,7 @@ class SQLiteStore(TicketStore):
         self._source = source
         self._lock = threading.Lock()
         self._connection = connection
-        self._close = weakref.finalize(self, connection.close)
+        self._close = weakref.finalize(self, _close_unless_in_use, self._lock, connection)
         try:
             check_schema(connection, source, id_format)
             connection.create_function(_MATCH_FUNCTION, 2, _title_matches, deterministic=True)
@@ -131,7 +131,11 @@ class SQLiteStore(TicketStore):
         return cls(connection, ":memory:", id_format=id_format)
 
     def close(self) -> None:
-        """Close the connection; later calls raise StoreFailure."""
+        """Close the connection; later calls raise StoreFailure.
+
+        A call running on another thread keeps the connection open (`_close_unless_in_use`);
+        it is closed with the store once collected.
+        """
         self._close()
 
     def __enter__(self) -> SQLiteStore:
@@ -170,10 +174,12 @@ class SQLiteStore(TicketStore):
         return [str(row[3]) for row in rows]
 
     def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
-        if not self._close.alive:
-            raise StoreFailure("unavailable", f"cannot read {self._source}: the store is closed")
         try:
             with self._lock:
+                if not self._close.alive:
+                    raise StoreFailure(
+                        "unavailable", f"cannot read {self._source}: the store is closed"
+                    )
                 return self._connection.execute(sql, params).fetchall()
         except sqlite3.Error as error:
             raise store_error(error, self._source) from None
@@ -185,6 +191,22 @@ class SQLiteStore(TicketStore):
             raise StoreFailure("schema", f"{self._source} holds a ticket field that is not text")
         ticket_id, title, status = (str(value) for value in row)
         return {"id": ticket_id, "title": title, "status": status}
+
+
+def _close_unless_in_use(lock: threading.Lock, connection: sqlite3.Connection) -> None:
+    """Close `connection` unless a call holds `lock`, never waiting for it.
+
+    Closed while another thread's statement runs on it, the connection crashed the process
+    (SIGSEGV): `serve stdio` ended by a signal during a call's busy wait, whose exit ran this
+    finalizer. Left open, it is closed when collected: a call in flight holds its store, so
+    only an explicit close or the exit can get here first, and a read-only connection loses
+    nothing by waiting.
+    """
+    if lock.acquire(blocking=False):
+        try:
+            connection.close()
+        finally:
+            lock.release()
 
 
 def _page_query(
