@@ -7,6 +7,7 @@ since signals, closed descriptors and FIFOs only mean something to a real proces
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import pty
@@ -32,6 +33,10 @@ COMMAND = ENTRY_POINTS["module"]
 # A module the command line imports after its handlers are installed and the package
 # before them does not (nor the interpreter, nor coverage's start-up).
 SHADOWED_MODULE = "argparse"
+# A module the brief's package imports (store.py) and the interpreter, coverage's start-up
+# and the installed script's first module (`ticket_tools_start`) do not: held there, the
+# script is in the package's import, before `main` (test_cli_signals.py checks this).
+PACKAGE_MODULE = "heapq"
 
 Signals = tuple[int, ...]
 """Signals sent one after the other, 1 ms apart: `(SIGINT,)`, `(SIGINT, SIGINT)`."""
@@ -106,15 +111,15 @@ raise ImportError("held in its import, then let go")
 
 
 @contextlib.contextmanager
-def held_in_imports(folder: Path) -> Iterator[Callable[[], None]]:
+def held_in_imports(folder: Path, module: str = SHADOWED_MODULE) -> Iterator[Callable[[], None]]:
     """Hold a command started with `shadowing_env(folder)` in its imports; yield the wait.
 
-    SHADOWED_MODULE is a stand-in in `folder` whose import opens a FIFO and reads it (this
-    end is held open, silent). The yielded function returns once the command is there;
-    the FIFO is closed at the block's end.
+    `module` is a stand-in in `folder` whose import opens a FIFO and reads it (this end
+    is held open, silent). The yielded function returns once the command is there; the
+    FIFO is closed at the block's end.
     """
-    (folder / f"{SHADOWED_MODULE}.py").write_text(_HELD_MODULE)
-    fifo = folder / f"{SHADOWED_MODULE}.fifo"
+    (folder / f"{module}.py").write_text(_HELD_MODULE)
+    fifo = folder / f"{module}.fifo"
     os.mkfifo(fifo)
     writer: list[int] = []
 
@@ -137,6 +142,16 @@ def shadowing_env(folder: Path) -> dict[str, str]:
     """The environment of a command whose SHADOWED_MODULE import is `held_in_imports`."""
     path = os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH")]))
     return {**os.environ, "PYTHONPATH": path}
+
+
+def subcommands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[str]:
+    """Return every runnable command the parser holds, as `serve stdio`."""
+    found: list[str] = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found += subcommands(child, (*prefix, name))
+    return found or [" ".join(prefix)]
 
 
 class Terminal:

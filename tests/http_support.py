@@ -188,12 +188,15 @@ class JwksHttpsServer:
     """An identity provider's JWKS endpoint over TLS on 127.0.0.1, with a self-signed certificate.
 
     `document` is served at /jwks.json and may be replaced at any time (a key rotation);
-    `hits` counts the fetches. Clients trust it through `cert_path` (SSL_CERT_FILE).
+    `hits` counts the fetches. Clients trust it through `cert_path` (SSL_CERT_FILE). A path
+    in `raw` is answered with those bytes as they are, then the connection is closed (b"":
+    closed without an answer).
     """
 
     def __init__(self, folder: Path, document: object) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.document = document
+        self.raw: dict[str, bytes] = {}
         self.hits = 0
         self.cert_path = folder / "cert.pem"
         key_path = folder / "key.pem"
@@ -205,6 +208,10 @@ class JwksHttpsServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 owner.hits += 1
+                if self.path in owner.raw:
+                    self.wfile.write(owner.raw[self.path])
+                    self.close_connection = True
+                    return
                 body = json.dumps(owner.document).encode()
                 self.send_response(200 if self.path == "/jwks.json" else 404)
                 self.send_header("Content-Type", "application/json")

@@ -497,7 +497,8 @@ def test_call_help_lists_the_tools_and_the_exit_statuses(capsys: Captured) -> No
     assert shown.endswith(
         'exit status: 0 the tool returned {"ok": true, ...} '
         '1 the tool returned {"ok": false, "code": ...}; the reason is on stderr '
-        "2 the command could not run: bad arguments JSON, records file or database "
+        "2 the command could not run: bad arguments JSON, records file or database; "
+        "or stdout could not be written (a full disk) "
         "130 interrupted (Ctrl-C) "
         "141 stdout was closed before the result was written (a broken pipe)"
     )

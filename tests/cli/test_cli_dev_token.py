@@ -273,14 +273,131 @@ def test_ctrl_c_while_placing_leaves_none_of_its_files(
     assert list(tmp_path.iterdir()) == []
 
 
+TENANT_RULE = (
+    "ticket-tools: --tenant: dev-token names each token file after its tenant, so here a "
+    "tenant is 1 to 64 letters, digits, '.', '_' and '-', not starting with '.' or '-'\n"
+)
+
+
 def test_a_tenant_too_long_for_a_file_name(capsys: Captured, tmp_path: Path) -> None:
     assert run(capsys, "--tenant", "a" * 64, "--dir", str(tmp_path))[0] == 0
     assert run(capsys, "--tenant", "a" * 65, "--dir", str(tmp_path)) == (
         2,
         "",
-        "ticket-tools: --tenant: dev-token names each token file after its tenant, so here a "
-        "tenant is 1 to 64 letters, digits, '.', '_' and '-', not starting with '.'\n",
+        TENANT_RULE,
     )
+
+
+@pytest.mark.parametrize("tenant", ["-x", "--force", "-", ".hidden"])
+def test_a_tenant_starting_like_an_option_or_hidden_file_is_refused(
+    capsys: Captured, tmp_path: Path, tenant: str
+) -> None:
+    # Given as --tenant=-x (`--tenant -x` is argparse's missing value, below). A file named
+    # -x.token would be an option to the printed `cat` when --dir is `.`.
+    assert run(capsys, f"--tenant={tenant}", "--dir", str(tmp_path)) == (2, "", TENANT_RULE)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_tenant_starting_with_a_dash_as_its_own_argument_is_a_missing_value(
+    capsys: Captured, tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["dev-token", "--tenant", "-x", "--dir", str(tmp_path)])
+    assert (exited.value.code, capsys.readouterr().err.splitlines()[-1]) == (
+        2,
+        "ticket-tools dev-token: error: argument --tenant: expected one argument",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def umask(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The umask `request.param`, for the test only."""
+    previous = os.umask(request.param)
+    yield request.param
+    os.umask(previous)
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o277, 0o700, 0o777], indirect=True, ids=oct)
+def test_the_folder_is_made_0700_whatever_the_umask(
+    capsys: Captured, tmp_path: Path, umask: int
+) -> None:
+    # 0700 less a umask holding 0200 was 0500: a folder its owner could not write in.
+    folder = tmp_path / "identity"
+    assert run(capsys, "--tenant", "alpha", "--dir", str(folder))[0] == 0
+    modes = {path.name: stat.S_IMODE(path.stat().st_mode) for path in folder.iterdir()}
+    assert (stat.S_IMODE(folder.stat().st_mode), modes) == (
+        0o700,
+        {"alpha.token": 0o600, "jwks.json": 0o600, "signing-key.pem": 0o600},
+    )
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077], indirect=True, ids=oct)
+def test_missing_parents_are_made_as_mkdir_p_makes_them(
+    capsys: Captured, tmp_path: Path, umask: int
+) -> None:
+    folder = tmp_path / "a" / "b" / "identity"
+    assert run(capsys, "--tenant", "alpha", "--dir", str(folder))[0] == 0
+    modes = [stat.S_IMODE(path.stat().st_mode) for path in (folder.parent.parent, folder.parent)]
+    assert (modes, stat.S_IMODE(folder.stat().st_mode)) == ([0o777 & ~umask] * 2, 0o700)
+
+
+def test_ctrl_c_leaves_none_of_the_folders_it_made(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured, tmp_path: Path
+) -> None:
+    link = os.link
+
+    def interrupted_link(source: Path, target: Path) -> None:
+        if Path(target).name == "alpha.token":
+            raise KeyboardInterrupt
+        link(source, target)
+
+    monkeypatch.setattr("ticket_tools.cli.dev_token.os.link", interrupted_link)
+    folder = tmp_path / "a" / "identity"
+    assert run(capsys, "--tenant", "alpha", "--dir", str(folder)) == (
+        130,
+        "",
+        "ticket-tools: interrupted\n",
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_made_meanwhile_is_used_as_found(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured, tmp_path: Path
+) -> None:
+    # Another process makes the folder after dev-token found it missing: kept, as theirs.
+    folder = tmp_path / "identity"
+    mkdir = Path.mkdir
+
+    def racing_mkdir(path: Path, mode: int = 0o777) -> None:
+        if path == folder:
+            mkdir(path, 0o750)
+            path.chmod(0o750)
+        mkdir(path, mode)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    assert run(capsys, "--tenant", "alpha", "--dir", str(folder))[0] == 0
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o750
+
+
+def test_a_file_made_meanwhile_in_the_folder_s_place(
+    monkeypatch: pytest.MonkeyPatch, capsys: Captured, tmp_path: Path
+) -> None:
+    folder = tmp_path / "identity"
+    mkdir = Path.mkdir
+
+    def racing_mkdir(path: Path, mode: int = 0o777) -> None:
+        if path == folder:
+            path.write_text("theirs")
+        mkdir(path, mode)
+
+    monkeypatch.setattr(Path, "mkdir", racing_mkdir)
+    assert run(capsys, "--tenant", "alpha", "--dir", str(folder)) == (
+        2,
+        "",
+        f"ticket-tools: cannot write {folder}: it is not a folder\n",
+    )
+    assert folder.read_text() == "theirs"
 
 
 def test_a_folder_it_cannot_make(capsys: Captured, tmp_path: Path) -> None:

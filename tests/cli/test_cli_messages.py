@@ -237,7 +237,7 @@ FAILURES: dict[Command, list[object]] = {
         pytest.param(
             ["--tenant", "../alpha", "--dir", "{tmp}/identity"],
             "--tenant: dev-token names each token file after its tenant, so here a tenant is "
-            "1 to 64 letters, digits, '.', '_' and '-', not starting with '.'",
+            "1 to 64 letters, digits, '.', '_' and '-', not starting with '.' or '-'",
             id="tenant-not-a-file-name",
         ),
     ],

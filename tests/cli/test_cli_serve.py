@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -176,10 +177,52 @@ def test_an_address_in_use(capsys: Captured, jwks: str) -> None:
         )
 
 
+@pytest.mark.parametrize(
+    ("host", "shown", "family"),
+    [("127.0.0.1", "127.0.0.1", socket.AF_INET), ("::1", "[::1]", socket.AF_INET6)],
+)
+def test_a_metrics_address_in_use_is_one_line_before_serving(
+    capsys: Captured, jwks: str, host: str, shown: str, family: socket.AddressFamily
+) -> None:
+    # It was a traceback after "serving MCP on ..." had been printed.
+    with socket.create_server((host, 0), family=family) as taken:
+        port = taken.getsockname()[1]
+        assert _fails(capsys, _http(jwks, "--metrics", f"{shown}:{port}")) == (
+            f"ticket-tools: cannot listen on {shown}:{port} (--metrics): Address already in use\n"
+        )
+
+
 def test_an_audit_log_that_cannot_be_opened(capsys: Captured, jwks: str, tmp_path: Path) -> None:
     assert _fails(capsys, _http(jwks, "--audit-log", str(tmp_path))) == (
         f"ticket-tools: cannot open {tmp_path}: Is a directory\n"
     )
+
+
+def test_an_audit_log_that_is_a_fifo_is_refused_at_once(
+    capsys: Captured, jwks: str, tmp_path: Path
+) -> None:
+    # open() waited for a reader that never came: the server never started, and said nothing.
+    fifo = tmp_path / "audit.fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/null")):  # a FIFO nobody reads, a device
+        assert _fails(capsys, _http(jwks, "--audit-log", str(path))) == (
+            f"ticket-tools: cannot open {path}: the audit log must be a regular file "
+            "(without --audit-log it is stderr)\n"
+        )
+
+
+def test_an_audit_log_through_a_symlink_to_a_regular_file_is_taken(
+    monkeypatch: pytest.MonkeyPatch, jwks: str, tmp_path: Path
+) -> None:
+    from ticket_tools.serve import replica  # noqa: PLC0415 - the optional extra
+
+    target, link = tmp_path / "audit.jsonl", tmp_path / "audit-link"
+    target.write_text("kept\n", encoding="utf-8")
+    link.symlink_to(target)
+    served: list[str] = []
+    monkeypatch.setattr(replica.Replica, "serve", lambda *_, **__: served.append("served"))
+    assert main(_http(jwks, "--audit-log", str(link))) == 0
+    assert (served, target.read_text(encoding="utf-8")) == (["served"], "kept\n")
 
 
 @pytest.mark.parametrize(
@@ -328,6 +371,25 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
     ]
 
 
+def test_the_rates_at_their_bounds_reach_the_server(
+    monkeypatch: pytest.MonkeyPatch, jwks: str
+) -> None:
+    from ticket_tools.serve import http as http_server  # noqa: PLC0415 - the optional extra
+    from ticket_tools.serve.limits import RateLimits  # noqa: PLC0415
+
+    served: list[object] = []
+    monkeypatch.setattr(
+        http_server, "serve_http", lambda options, store, **_: served.append(options.replica)
+    )
+    assert main(_http(jwks, "--tenant-rate", "0.001", "--subject-rate", "999999.999")) == 0
+    assert [replica.rates for replica in served] == [  # type: ignore[attr-defined]
+        RateLimits(tenant_rate=0.001, subject_rate=999999.999)
+    ]
+
+
+RATE_RULE = "expected calls per second from 0.001 to 999999.999, 0 for no limit"
+
+
 @pytest.mark.parametrize(
     ("flag", "value", "rule"),
     [
@@ -358,11 +420,22 @@ def test_the_replica_options_reach_the_server(monkeypatch: pytest.MonkeyPatch, j
         pytest.param(
             "--tenant-calls", "1.5", "expected a whole number of at least 1", id="calls-1.5"
         ),
-        pytest.param(
-            "--tenant-rate", "-1", "expected calls per second, 0 for no limit", id="rate-negative"
-        ),
-        pytest.param(
-            "--subject-rate", "many", "expected calls per second, 0 for no limit", id="rate-word"
+        *(
+            pytest.param(flag, value, RATE_RULE, id=f"{flag[2:]}-{value}")
+            for flag, value in [
+                ("--tenant-rate", "-1"),
+                ("--subject-rate", "many"),
+                # A refusal's wait was infinite (every refusal a 500) or 301 digits long.
+                ("--subject-rate", "1e-320"),
+                ("--tenant-rate", "1e-300"),
+                ("--subject-rate", "0.0001"),
+                ("--subject-rate", "1e308"),
+                ("--tenant-rate", "1000000"),
+                ("--tenant-rate", "inf"),
+                ("--subject-rate", "nan"),
+                ("--subject-rate", "1e3"),
+                ("--subject-rate", " 2"),
+            ]
         ),
     ],
 )

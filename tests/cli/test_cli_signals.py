@@ -1,24 +1,30 @@
 """Ctrl-C and SIGTERM at start-up, for every command and both entry points (issue 30, 12).
 
 From the first statement of `main` on, before the commands' modules are imported, a signal
-ends any command with its one line and status (130, 143), once or twice in a row; only the
-interpreter's own start and the brief's package before it come first (docs/input-rules.md).
+ends any command with its one line and status (130, 143), once or twice in a row; for the
+installed script from its first module on (`ticket_tools_start`), before the brief's package
+is imported: only the interpreter's own start comes first (docs/input-rules.md).
 The waits of `apply` and `import` are walked in test_apply_inputs.py and test_import_inputs.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import ticket_tools_start  # noqa: F401 - measured here too: the script's first module
 from command_inputs import (
     ENTRY_POINTS,
+    PACKAGE_MODULE,
     SIGNALS,
+    Ended,
     blocked_in_open,
+    closing,
     ended,
     held_in_imports,
     outcomes,
@@ -26,6 +32,7 @@ from command_inputs import (
     send,
     shadowing_env,
     start,
+    subcommands,
 )
 from ticket_tools.cli.program import build_parser
 
@@ -34,16 +41,6 @@ from ticket_tools.cli.program import build_parser
 def _reaped() -> Iterator[None]:
     yield
     reap()
-
-
-def subcommands(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list[str]:
-    """Return every runnable command the parser holds, as `serve stdio`."""
-    found: list[str] = []
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, child in action.choices.items():
-                found += subcommands(child, (*prefix, name))
-    return found or [" ".join(prefix)]
 
 
 # Each command held where its start-up waits: a FIFO no one writes, opened as its input.
@@ -77,6 +74,44 @@ def test_a_signal_while_the_command_line_is_imported(
         reached()
         send(process, SIGNALS[signals])
         assert ended(process) in outcomes(signals)
+
+
+@pytest.mark.parametrize("signals", list(SIGNALS), ids=list(SIGNALS))
+@pytest.mark.parametrize("name", WITHOUT_INPUT)
+def test_a_signal_while_the_installed_script_imports_the_package(
+    tmp_path: Path, name: str, signals: str
+) -> None:
+    # Before `main`: the script's first module installed the handlers (ticket_tools_start).
+    with held_in_imports(tmp_path, PACKAGE_MODULE) as reached:
+        process = start(name.split(), command=ENTRY_POINTS["script"], env=shadowing_env(tmp_path))
+        reached()
+        send(process, SIGNALS[signals])
+        assert ended(process) in outcomes(signals)
+
+
+@pytest.mark.parametrize("signals", ["int", "term"])
+def test_a_signal_there_with_stderr_closed_keeps_its_status(tmp_path: Path, signals: str) -> None:
+    with held_in_imports(tmp_path, PACKAGE_MODULE) as reached:
+        process = start(
+            ["declarations"],
+            command=ENTRY_POINTS["script"],
+            env=shadowing_env(tmp_path),
+            preexec_fn=closing(2),
+        )
+        reached()
+        send(process, SIGNALS[signals])
+        assert ended(process) == Ended({"int": 130, "term": 143}[signals], "", "")
+
+
+def test_the_package_module_is_first_imported_by_the_package() -> None:
+    # What makes the test above hold the script where it says (coverage's start-up included).
+    probe = (
+        "import sys; first = sorted(sys.modules); import ticket_tools_start; "
+        "second = sorted(sys.modules); import ticket_tools; "
+        f"print([{PACKAGE_MODULE!r} in found for found in (first, second, sys.modules)])"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, check=True)
+    assert (done.stdout, done.stderr) == (b"[False, False, True]\n", b"")
 
 
 def test_every_command_has_a_start_up_wait_here() -> None:

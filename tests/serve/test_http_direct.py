@@ -22,7 +22,7 @@ from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
 from ticket_tools import fixture_records
 from ticket_tools.serve.direct import SWITCH, DirectPath, direct_enabled
-from ticket_tools.serve.server import ToolCalls, server_for
+from ticket_tools.serve.server import CallObserver, ToolCalls, server_for
 
 pytestmark = pytest.mark.anyio
 
@@ -268,9 +268,9 @@ class _Inner:
         await send({"type": "http.response.body", "body": b"sdk"})
 
 
-def _direct(inner: _Inner) -> DirectPath:
+def _direct(inner: _Inner, observe: CallObserver | None = None) -> DirectPath:
     context = {"tenant": "alpha", "can_read_tickets": True}
-    tool_calls = ToolCalls(context, fixture_records())
+    tool_calls = ToolCalls(context, fixture_records(), observe=observe)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=["h:1"], allowed_origins=[]
     )
@@ -387,6 +387,23 @@ async def test_what_the_direct_path_answers(
     else:
         sent = b"".join(m.get("body", b"") for m in chunks)
         assert (status, body, inner.bodies) == (299, b"sdk", [sent])
+
+
+async def test_an_observer_that_fails_is_the_same_generic_error_as_on_the_sdk_path() -> None:
+    # It was a bare HTTP 500 here (the exception left the middleware); the SDK's path
+    # answers the -32603 of test_mcp_server.py's test of the same name.
+    def failing(ctx: object, name: str, outcome: object, seconds: float) -> None:
+        raise OSError(28, "No space left on device")  # the audit log on a full disk
+
+    inner = _Inner()
+    chunks: list[Message] = [{"type": "http.request", "body": GET_104}]
+    status, body = await _drive(_direct(inner, failing), chunks)
+    error = {"code": -32603, "message": "Internal error"}
+    assert (status, json.loads(body), inner.bodies) == (
+        200,
+        {"jsonrpc": "2.0", "id": 1, "error": error},
+        [],
+    )
 
 
 @pytest.mark.parametrize(

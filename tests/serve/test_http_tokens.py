@@ -240,6 +240,11 @@ def test_an_unusable_jwks_is_one_error(tmp_path: Path, content: bytes | None, me
     assert str(raised.value) == message.format(path=path)
 
 
+NO_HOST = "a JWKS URL must name a host (and a port from 0 to 65535, if any)"
+USERINFO = "a JWKS URL must not hold a user name or password"
+NOT_TEXT = "a JWKS URL must be ASCII text without spaces or control characters"
+
+
 @pytest.mark.parametrize(
     ("source", "message"),
     [
@@ -249,15 +254,30 @@ def test_an_unusable_jwks_is_one_error(tmp_path: Path, content: bytes | None, me
             "cannot fetch https://127.0.0.1:1/jwks.json: Connection refused",
             id="refused",
         ),
+        pytest.param("https://[/jwks", NO_HOST, id="bad-url"),
+        pytest.param("https:///jwks.json", NO_HOST, id="no-host"),
+        pytest.param("https://127.0.0.1:99999/jwks", NO_HOST, id="port-past-65535"),
+        pytest.param("https://127.0.0.1:k/jwks", NO_HOST, id="port-not-a-number"),
+        # The query may carry a credential: it is sent, never shown.
         pytest.param(
-            "https://[/jwks",
-            "cannot fetch https://[/jwks: it is not an https URL with a host",
-            id="bad-url",
+            "https://127.0.0.1:1/jwks.json?access_token=s3cret#top",
+            "cannot fetch https://127.0.0.1:1/jwks.json: Connection refused",
+            id="query-not-shown",
         ),
+        # urllib took the password for a port: "nonnumeric port: 's3cret@127.0.0.1'", a
+        # traceback (InvalidURL); with a number, it sent the credential to the host.
+        pytest.param("https://k:s3cret@127.0.0.1/jwks", USERINFO, id="user-and-password"),
+        pytest.param("https://k:1@127.0.0.1:1/jwks", USERINFO, id="numeric-password"),
+        pytest.param("https://s3cret@127.0.0.1:1/jwks", USERINFO, id="user"),
+        # http.client's InvalidURL (a traceback), quoting the URL.
+        pytest.param("https://127.0.0.1:1/a b?s3cret", NOT_TEXT, id="space"),
+        pytest.param("https://127.0.0.1:1/a\r\nX: s3cret", NOT_TEXT, id="control"),
+        pytest.param("https://127.0.0.1:1/\u00e9", NOT_TEXT, id="not-ascii"),
+        # Not "an https URL with a host": it names one, which IDNA refuses.
         pytest.param(
-            "https:///jwks.json",
-            "cannot fetch https:///jwks.json: it is not an https URL with a host",
-            id="no-host",
+            "https://idp..example/jwks",
+            "cannot fetch https://idp..example/jwks: its host is not a valid name",
+            id="empty-label",
         ),
     ],
 )
@@ -357,3 +377,65 @@ def test_a_jwks_url_answering_an_error_status_is_named_by_it(
     with pytest.raises(JwksError) as raised:
         KeySet(missing)
     assert str(raised.value) == f"cannot fetch {missing}: HTTP 404"
+
+
+@pytest.mark.parametrize(
+    ("answer", "reason"),
+    [
+        # http.client's own exceptions, not OSErrors: a traceback at start-up, a 500 on reload.
+        pytest.param(b"", "it closed the connection without an answer", id="no-answer"),
+        pytest.param(b"SSH-2.0-OpenSSH_9.6\r\n", "its answer is not valid HTTP", id="status-line"),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n{}",
+            "its answer ended before the length it announced",
+            id="cut-short",
+        ),
+        pytest.param(
+            b"HTTP/1.1 200 OK\r\n" + b"X-Pad: y\r\n" * 101 + b"\r\n",
+            "its answer is not valid HTTP",
+            id="too-many-headers",
+        ),
+        # A redirect to plain http is not followed: the keys would travel unchecked.
+        pytest.param(
+            b"HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/jwks.json\r\n"
+            b"Content-Length: 0\r\n\r\n",
+            "HTTP 302",
+            id="redirect-to-http",
+        ),
+    ],
+)
+def test_a_jwks_url_answering_what_is_not_http_is_one_error_and_a_failed_reload(
+    jwks_server: JwksHttpsServer,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    answer: bytes,
+    reason: str,
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(jwks_server.cert_path))
+    clock = Clock()
+    keys = KeySet(jwks_server.url, clock=clock)
+    loaded = keys.get("idp-ed")
+    jwks_server.raw["/jwks.json"] = answer
+    with caplog.at_level(logging.WARNING, logger="ticket_tools.serve.tokens"):
+        keys.refresh()
+    assert caplog.messages == [
+        f"JWKS reload failed, keeping the loaded keys: cannot fetch {jwks_server.url}: {reason}"
+    ]
+    assert (loaded, keys.get("idp-ed")) == (keys.get("idp-ed"), loaded)
+    assert loaded is not None
+    with pytest.raises(JwksError) as raised:
+        KeySet(jwks_server.url)
+    assert str(raised.value) == f"cannot fetch {jwks_server.url}: {reason}"
+
+
+def test_a_redirect_to_another_https_url_is_followed(
+    jwks_server: JwksHttpsServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(jwks_server.cert_path))
+    moved = jwks_server.url.replace("/jwks.json", "/old.json")
+    jwks_server.raw["/old.json"] = (
+        f"HTTP/1.1 301 Moved\r\nLocation: {jwks_server.url}\r\nContent-Length: 0\r\n\r\n"
+    ).encode()
+    keys = KeySet(moved, clock=Clock())
+    assert keys.get("idp-ed") is not None
+    assert jwks_server.hits == 2

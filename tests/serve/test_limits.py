@@ -21,11 +21,11 @@ import pytest
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from starlette.requests import Request
-from starlette.types import Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from conftest import PostgresDatabase, StoreFactory
 from expected import T104
-from http_support import post
+from http_support import PROTOCOL, open_session, post
 from replica_support import call, locked_table, metric, origin, request, rpc, wait_until
 from testkit.server import HttpServer
 from testkit.tokens import Issuer, claims
@@ -345,6 +345,44 @@ def test_a_session_per_call_host_walks_40_pages_and_calls_10_at_once(
     assert refusals == dict.fromkeys(refusals, 0)
 
 
+@pytest.fixture
+def sessions_limited(tmp_path: Path, jwks: Path) -> Iterator[HttpServer]:
+    """A server with sessions allowing each subject 5 other requests/s (bursts of 10)."""
+    started = HttpServer(tmp_path, str(jwks), "--subject-rate", "1", "--tenant-rate", "0")
+    yield started
+    assert started.stop() == 0, started.stderr()
+
+
+FLOOD = 30  # at once: well over what is left of a burst of 10
+
+
+@pytest.mark.parametrize("method", ["POST", "DELETE"])
+def test_requests_naming_a_session_that_is_not_theirs_are_counted(
+    sessions_limited: HttpServer, idp: Issuer, method: str
+) -> None:
+    # They were answered 404 by the session gate before the rate limits saw them: a flood
+    # of them (a DELETE flood too) was never counted nor slowed.
+    url, base = sessions_limited.url, origin(sessions_limited.url)
+    alice, bob = idp.sign(claims("alpha", "alice")), idp.sign(claims("alpha", "bob"))
+    bobs = open_session(url, bob)
+    sid = open_session(url, alice)
+    headers = {"Mcp-Session-Id": bobs, "Mcp-Protocol-Version": PROTOCOL}
+    body = b"" if method == "DELETE" else json.dumps(LIST).encode()
+    with ThreadPoolExecutor(FLOOD) as pool:  # at once: a failed DELETE is answered 0.5 s late
+        statuses = list(
+            pool.map(lambda _: post(url, body, alice, headers, method=method)[0], range(FLOOD))
+        )
+    refused = statuses.count(429)
+    assert (sorted(set(statuses)), statuses.count(404) + refused) == ([404, 429], FLOOD)
+    assert metric(base, "ticket_tools_refusals_total", limit="subject_housekeeping_rate") == (
+        refused
+    )
+    # Alice's bucket is empty; ending her own session is still never refused, and bob's
+    # session was never touched.
+    assert post(url, b"", alice, {**headers, "Mcp-Session-Id": sid}, method="DELETE")[0] == 200
+    assert post(url, b"", bob, headers, method="DELETE")[0] == 200
+
+
 def test_a_request_without_a_valid_token_is_still_401_not_429(
     subject_limited: HttpServer,
 ) -> None:
@@ -421,6 +459,13 @@ def test_full_buckets_are_dropped_past_the_limit(monkeypatch: pytest.MonkeyPatch
         pytest.param("tenant_rate", -1.0, id="negative"),
         pytest.param("subject_rate", float("nan"), id="nan"),
         pytest.param("tenant_rate", "10", id="a-string"),
+        # A refusal's wait was infinite (OverflowError, a 500), or 301 digits of seconds.
+        pytest.param("subject_rate", 1e-320, id="denormal"),
+        pytest.param("subject_rate", 1e-300, id="tiny"),
+        pytest.param("tenant_rate", 0.0009, id="under-the-lowest"),
+        pytest.param("tenant_rate", 1e6, id="the-highest"),
+        pytest.param("tenant_rate", 1e308, id="huge"),
+        pytest.param("subject_rate", float("inf"), id="inf"),
     ],
 )
 def test_rate_limits_refuse_values_that_break_their_rule(field: str, value: object) -> None:
@@ -537,15 +582,6 @@ async def test_a_refusal_waits_and_a_request_sent_after_it_is_answered_first() -
 
 
 @pytest.mark.anyio
-async def test_a_delete_is_never_counted_nor_refused_even_while_draining() -> None:
-    events: list[object] = []
-    share = _share(0.1, events, draining=True)
-    for _ in range(3):
-        await share(_ask("DELETE"), _receiving(b""), _sender(events))
-    assert events == [("alice", "DELETE", None, b"")] * 3
-
-
-@pytest.mark.anyio
 async def test_a_body_past_the_peek_counts_as_a_call_and_is_refused_429() -> None:
     # Its method is not read, so it cannot be answered as a tool result.
     events: list[object] = []
@@ -559,6 +595,166 @@ async def test_a_body_past_the_peek_counts_as_a_call_and_is_refused_429() -> Non
         ("refused", "subject_rate"),
         ("alice", 429, b"2"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("size", "counted_as"), [(PEEK, "subject_housekeeping_rate"), (PEEK + 1, "subject_rate")]
+)
+@pytest.mark.anyio
+async def test_a_body_that_comes_whole_is_read_only_up_to_the_peek(
+    size: int, counted_as: str
+) -> None:
+    # A chunked body comes in one message, with no Content-Length to say its size first.
+    # At the peek its method is read: a ping, housekeeping, whose 429 carries its id. One
+    # byte past it, it counts as a call, unparsed: its 429's id is null.
+    pad = b"x" * (size - len(b'{"id": 3, "method": "ping", "pad": ""}'))
+    ping = b'{"id": 3, "method": "ping", "pad": "' + pad + b'"}'
+    assert len(ping) == size
+    events: list[object] = []
+    share = _share(0.1, events)  # a burst of 1 in each bucket
+    answers = []
+    for _ in range(2):
+        sent: list[Message] = []
+
+        async def send(message: Message, sent: list[Message] = sent) -> None:
+            sent.append(message)
+
+        await share(_ask("POST"), _receiving(ping), send)
+        answers.append((sent[0]["status"], json.loads(sent[1]["body"])["id"]) if sent else None)
+    assert answers == [None, (429, 3 if size == PEEK else None)]
+    assert events == [("alice", "POST", None, ping), ("refused", counted_as)]
+
+
+@pytest.mark.anyio
+async def test_a_refusal_at_the_lowest_rate_waits_a_thousand_seconds_at_most() -> None:
+    events: list[object] = []
+    share = _share(limits.MIN_RATE, events)  # a burst of 1: a token every 1,000 s
+    for _ in range(2):
+        await share(_ask("POST"), _receiving(CALL_BODY), _sender(events))
+    for _ in range(2):
+        await share(_ask("GET"), _receiving(b""), _sender(events))  # five times as fast
+    assert events == [
+        ("alice", "POST", None, CALL_BODY),
+        ("refused", "subject_rate"),
+        ("alice", "POST", Refusal("token subject", 1000), CALL_BODY),
+        ("alice", "GET", None, b""),
+        ("refused", "subject_housekeeping_rate"),
+        ("alice", 429, b"200"),
+    ]
+    assert limits.MAX_RETRY_AFTER_SECONDS == 1000
+
+
+def _answering(status: int, events: list[object]) -> ASGIApp:
+    """An app answering every request `status` (a DELETE the gate or the SDK answers)."""
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        events.append(("app", scope["method"], status))
+        body = json.dumps({"status": status}).encode()
+        await send({"type": "http.response.start", "status": status, "headers": []})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
+
+
+async def _delete(share: limits.FairShare) -> tuple[int, bytes, bytes | None]:
+    """Send a DELETE through `share`; return its status, body and Retry-After."""
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    await share(_ask("DELETE"), _receiving(b""), send)
+    return sent[0]["status"], sent[1]["body"], dict(sent[0]["headers"]).get(b"retry-after")
+
+
+@pytest.mark.parametrize("draining", [False, True])
+@pytest.mark.anyio
+async def test_a_delete_that_ends_a_session_is_never_counted_nor_refused(draining: bool) -> None:
+    events: list[object] = []
+    share = _share(0.1, events, draining=draining)  # other requests: 0.5/s, a burst of 1
+    share.app = _answering(200, events)
+    answers = [await _delete(share) for _ in range(4)]
+    assert answers == [(200, b'{"status": 200}', None)] * 4
+    assert events == [("app", "DELETE", 200)] * 4
+
+
+@pytest.mark.anyio
+async def test_while_draining_every_request_but_a_delete_is_answered_503() -> None:
+    events: list[object] = []
+    share = _share(0.1, events, draining=True)
+    for method in ("POST", "GET"):
+        await share(_ask(method), _receiving(CALL_BODY), _sender(events))
+    assert events == [("refused", "draining"), ("alice", 503, b"1")] * 2
+
+
+@pytest.mark.parametrize("status", [404, 400, 405])
+@pytest.mark.anyio
+async def test_a_delete_that_ends_no_session_is_counted_and_answered_as_a_refusal(
+    status: int,
+) -> None:
+    # Another identity's session or one that ended (the gate's 404), none named (the SDK's
+    # 400), any with --stateless: housekeeping, answered 0.5 s late, 429 past the rate.
+    events: list[object] = []
+    share = _share(0.1, events)  # other requests: 0.5/s, a burst of 1
+    share.app = _answering(status, events)
+    first, second = await _delete(share), await _delete(share)
+    refused = {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": -32000,
+            "message": "too many calls for this token subject; retry after the Retry-After seconds",
+        },
+    }
+    assert (first, second[0], json.loads(second[1]), second[2]) == (
+        (status, json.dumps({"status": status}).encode(), None),
+        429,
+        refused,
+        b"2",
+    )
+    assert events == [
+        ("app", "DELETE", status),
+        ("app", "DELETE", status),
+        ("refused", "subject_housekeeping_rate"),
+    ]
+    share.app = _answering(200, events)
+    assert await _delete(share) == (200, b'{"status": 200}', None)  # its own: still ended
+
+
+@pytest.mark.anyio
+async def test_a_delete_that_ends_no_session_waits_and_others_are_answered_first() -> None:
+    events: list[object] = []
+    share = _share(0.1, events)
+    share.app = _answering(404, events)
+
+    async def other(scope: Scope, receive: Receive, send: Send) -> None:
+        events.append("bob answered")
+
+    async def answered(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            events.append(("alice answered", message["status"]))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(share, _ask("DELETE"), _receiving(b""), answered)
+        await anyio.sleep(0.1)  # the gate has answered it 404; the answer waits
+        share.app = other
+        group.start_soon(share, _ask("GET", "bob"), _receiving(b""), _sender(events, "bob"))
+    assert events == [("app", "DELETE", 404), "bob answered", ("alice answered", 404)]
+
+
+@pytest.mark.anyio
+async def test_a_delete_without_a_verified_user_passes_to_the_app_uncounted() -> None:
+    events: list[object] = []
+    share = _share(0.1, events)
+    share.app = _answering(401, events)
+    answers = []
+
+    async def send(message: Message) -> None:
+        answers.append(message.get("status"))
+
+    for _ in range(3):
+        await share(_ask("DELETE", None), _receiving(b""), send)
+    assert (events, answers) == ([("app", "DELETE", 401)] * 3, [401, None] * 3)
 
 
 @pytest.mark.anyio
@@ -632,6 +828,9 @@ def _chunks(*bodies: bytes) -> list[Message]:
         pytest.param(_chunks(b"[" * 100_000), None, id="deep"),
         pytest.param(_chunks(b'{"id": 3, "pad": "' + b"x" * PEEK, b'"}'), None, id="over-peek"),
         pytest.param(_chunks(b'{"id": 3, "pad": "' + b"x" * (PEEK - 20) + b'"}'), 3, id="at-peek"),
+        pytest.param(
+            _chunks(b'{"id": 3, "pad": "' + b"x" * (PEEK - 19) + b'"}'), None, id="one-past-whole"
+        ),
         pytest.param([{"type": "http.disconnect"}], None, id="disconnect"),
     ],
 )

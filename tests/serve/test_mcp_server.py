@@ -700,6 +700,34 @@ async def test_handler_fault_is_a_generic_error_and_the_server_keeps_serving(
     assert str(record.exc_info[1]) == "secret connection string"
 
 
+def _observer_failing(ctx: object, name: str, outcome: object, seconds: float) -> None:
+    raise OSError(28, "No space left on device")  # the audit log on a full disk
+
+
+async def test_an_observer_that_fails_is_the_generic_error_and_the_server_keeps_serving(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # The SDK put the OSError's text on the wire; the direct path (test_http_direct.py)
+    # answered a bare HTTP 500.
+    server = build_server(ALPHA, fixture_records(), observe=_observer_failing)
+    async with Client(server, mode="legacy") as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool("get_ticket", {"ticket_id": "TKT-104"})
+        listed = await client.list_tools()
+    assert (raised.value.code, raised.value.message, raised.value.data) == (
+        types.INTERNAL_ERROR,
+        "Internal error",
+        None,
+    )
+    assert [tool.name for tool in listed.tools] == [tool.name for tool in REGISTRY]
+    [record] = [r for r in caplog.records if r.name == "ticket_tools.serve.server"]
+    assert record.getMessage() == (
+        "a tool call's observer failed (the audit log, metrics or spans)"
+    )
+    assert record.exc_info is not None
+    assert str(record.exc_info[1]) == "[Errno 28] No space left on device"
+
+
 async def _call_handler(
     store: Records | TicketStore, params: dict[str, object]
 ) -> types.CallToolResult | types.InputRequiredResult:

@@ -52,6 +52,11 @@ def test_every_chunk_boundary_reads_the_same(chunk: int) -> None:
         pytest.param(b" \n{ \t}\r\n ", [], id="empty-object-in-whitespace"),
         pytest.param(b'{"a":1,"a":2}', [("a", 1), ("a", 2)], id="a-key-twice-is-yielded-twice"),
         pytest.param(b'{"k": -0.5e-3}', [("k", -0.0005)], id="a-number-last"),
+        pytest.param(
+            b'{"a": {"x": 1, "y": {"x": 2}}, "b": {"x": 3}}',
+            [("a", {"x": 1, "y": {"x": 2}}), ("b", {"x": 3})],
+            id="one-name-in-several-objects",
+        ),
     ],
 )
 def test_what_it_reads(data: bytes, pairs: list[tuple[str, object]]) -> None:
@@ -84,6 +89,10 @@ def test_what_it_reads(data: bytes, pairs: list[tuple[str, object]]) -> None:
             b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "RecursionError", id="deep"
         ),
         pytest.param(b'{"a": ' + b"1" * 5000 + b"}", "ValueError", id="an-integer-too-long"),
+        pytest.param(b'{"a": {"t": "x", "t": "y"}}', "DuplicateField", id="a-field-twice"),
+        pytest.param(b'{"a": [{"b": {"t": 1, "t": 1}}]}', "DuplicateField", id="twice-nested"),
+        # Found when its object ends, before the syntax error after it.
+        pytest.param(b'{"a": {"t": 1, "t": 2} oops', "DuplicateField", id="twice-then-garbage"),
     ],
 )
 def test_what_it_refuses(data: bytes, kind: str) -> None:

@@ -24,7 +24,7 @@ from typing import BinaryIO, Protocol, TextIO, cast
 from ticket_tools.cli import signals, streams
 from ticket_tools.cli.command import CommandError, Commands, counted
 from ticket_tools.cli.dead_letters import DeadLetters, FileId
-from ticket_tools.cli.inputs import closed_stdin, os_reason, positive_seconds
+from ticket_tools.cli.inputs import closed_stdin, os_reason, positive_seconds, stdout_refused
 from ticket_tools.cli.lines import Event, LineReader
 from ticket_tools.cli.stores import (
     POSTGRES_ENV,
@@ -362,10 +362,12 @@ def run_apply(options: argparse.Namespace) -> int:
             f"{applied.counts}{titles_cleaned(applied.cleaned)}",
             flush=True,
         )
-    except BrokenPipeError:
+    except (BrokenPipeError, streams.StdoutError) as error:
         if not status:
-            raise  # nothing else to say: the exit says stdout went away (141)
+            raise  # nothing else to say: the exit says why stdout was not written (141, 2)
         streams.silence_stdout()  # the outcome, and its status, still stand
+        if not streams.closed_pipe(error):  # a full disk: said, as a closed pipe is not
+            print(f"ticket-tools: {stdout_refused(error)}", file=sys.stderr)
     if outcome:
         print(f"ticket-tools: {outcome}", file=sys.stderr)
     return status

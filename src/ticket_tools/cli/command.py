@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
 
 # argparse's own (private) type for what add_subparsers() returns; generic only to mypy.
 Commands: TypeAlias = "argparse._SubParsersAction[Parser]"
@@ -46,6 +50,19 @@ class Parser(argparse.ArgumentParser):
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
         return parsed, extras
+
+    def _print_message(self, message: str, file: SupportsWrite[str] | None = None) -> None:
+        """Print `message`; on stdout (--help, --version), a failed write is not hidden.
+
+        argparse ignores it and exits 0: the output lost, the exit would say it was
+        written. It fails here as any command's output does (141, or 2 on a full disk).
+        """
+        to_stdout = file is sys.stdout  # a flag: `is` would narrow sys.stdout's type to file's
+        if message and to_stdout:
+            sys.stdout.write(message)
+            sys.stdout.flush()
+            return
+        super()._print_message(message, file)
 
 
 class CommandError(Exception):

@@ -2,7 +2,8 @@
 
 It writes a signing key, its JWKS and a short-lived token per tenant, then prints the
 `serve http` command that trusts them and a `curl` call that uses a token. For local use
-only, and guarded so: every file is created 0600 (the folder 0700 when made here), none
+only, and guarded so: every file is created 0600 (the folder 0700 when made here, whatever
+the umask, and removed again with the files if the run fails), none
 is written over unless `--force` (and then replaced whole, a symlink itself rather than
 what it points to), a token lives an hour unless told otherwise and a day at most, and
 its issuer is a name that resolves nowhere (`serve.dev_identity.DEV_ISSUER`).
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import itertools
 import json
 import os
 import re
@@ -34,8 +36,9 @@ KEY_FILE = "signing-key.pem"
 JWKS_FILE = "jwks.json"
 FILE_MODE = 0o600  # the key and the tokens are secrets; the JWKS is kept alike
 FOLDER_MODE = 0o700
-# Each token file is named after its tenant, so a tenant here is a plain file name.
-FILE_NAME = re.compile("[A-Za-z0-9_-][A-Za-z0-9._-]{0,63}")
+# Each token file is named after its tenant, so a tenant here is a plain file name: not
+# hidden, and never taken for an option (`cat -x.token` in the printed curl line, --dir .).
+FILE_NAME = re.compile("[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
 # The request the printed curl line sends: 2026-07-28's stand-alone form, which `serve
 # http` answers with sessions and without, in one POST.
 PROTOCOL = "2026-07-28"
@@ -118,7 +121,7 @@ def _run_dev_token(options: argparse.Namespace) -> int:
     if any(FILE_NAME.fullmatch(tenant) is None for tenant in tenants):
         raise CommandError(
             "--tenant: dev-token names each token file after its tenant, so here a tenant is "
-            "1 to 64 letters, digits, '.', '_' and '-', not starting with '.'"
+            "1 to 64 letters, digits, '.', '_' and '-', not starting with '.' or '-'"
         )
     require_mcp("dev-token")
     from ticket_tools.serve.dev_identity import DEV_ISSUER, DevIdentity  # noqa: PLC0415
@@ -194,11 +197,12 @@ def _write_files(folder: Path, files: dict[Path, bytes], *, replace: bool) -> No
     exists) or, with `replace`, renamed over it; so no file is ever half-written, and an
     existing name is refused before anything is written.
     """
-    _check_places(folder, files, replace=replace)
+    made = _make_folder(folder)  # made by this run: removed again unless every file is placed
     placed: list[Path] = []  # linked by this run: removed again unless every one is
     asides = {path: path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp") for path in files}
     target, done = folder, False
     try:
+        _check_places(files, replace=replace)
         for target, data in files.items():
             _write_new(asides[target], data)
         for target, aside in asides.items():
@@ -217,16 +221,58 @@ def _write_files(folder: Path, files: dict[Path, bytes], *, replace: bool) -> No
         for aside in asides.values():
             with contextlib.suppress(FileNotFoundError):  # renamed into place, or never made
                 aside.unlink()
+        _remove([] if done else made)
 
 
-def _check_places(folder: Path, files: dict[Path, bytes], *, replace: bool) -> None:
-    """Make `folder` if missing; refuse a name already taken (a folder even with `replace`)."""
+def _make_folder(folder: Path) -> list[Path]:
+    """Make `folder` 0700 and its missing parents as `mkdir -p` does; return those made.
+
+    The folder is made 0700 in one step, whatever the umask (0700 less a umask of 0277
+    was 0500, a folder its owner could not write in), so it is never seen with another
+    mode. One already there, or made meanwhile by another process, is used as found.
+    """
+    missing = list(
+        itertools.takewhile(lambda path: not os.path.lexists(path), [folder, *folder.parents])
+    )
+    made: list[Path] = []
+    done = False
     try:
-        folder.mkdir(mode=FOLDER_MODE, parents=True, exist_ok=True)
-    except FileExistsError:
-        raise CommandError(f"cannot write {folder}: it is not a folder") from None
+        for path in reversed(missing):
+            if _make(path, FOLDER_MODE if path == folder else None):
+                made.append(path)
+        if not folder.is_dir():
+            raise CommandError(f"cannot write {folder}: it is not a folder")
+        done = True
     except OSError as error:
-        raise CommandError(f"cannot write {folder}: {os_reason(error)}") from None
+        raise CommandError(f"cannot write {path}: {os_reason(error)}") from None
+    finally:
+        _remove([] if done else made)  # also on Ctrl-C
+    return made
+
+
+def _make(path: Path, mode: int | None) -> bool:
+    """Make the folder `path` (`mode` exactly, or as the umask has it); False if it was there."""
+    # The umask is the process's: this command runs no other thread meanwhile.
+    previous = None if mode is None else os.umask(0o777 & ~mode)
+    try:
+        path.mkdir(0o777 if mode is None else mode)
+    except FileExistsError:
+        return False
+    finally:
+        if previous is not None:
+            os.umask(previous)
+    return True
+
+
+def _remove(folders: list[Path]) -> None:
+    """Remove the folders this run made, innermost first, where nothing else was put."""
+    for folder in reversed(folders):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _check_places(files: dict[Path, bytes], *, replace: bool) -> None:
+    """Refuse a name already taken (a folder even with `replace`)."""
     for path in files:
         if path.is_dir() and not path.is_symlink():
             raise CommandError(f"cannot write {path}: {os.strerror(errno.EISDIR)}")

@@ -95,6 +95,11 @@ def os_reason(error: OSError) -> str:
     return "the system gave no reason"
 
 
+def stdout_refused(error: OSError) -> str:
+    """Return the line saying why stdout could not be written (not a closed pipe: 141)."""
+    return f"cannot write stdout: {os_reason(error)}"
+
+
 def check_tenant(tenant: str) -> str:
     """Return `tenant` if a call could read its tickets; else CommandError naming the rule.
 

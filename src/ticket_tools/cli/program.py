@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ticket_tools.cli import apply, dev_token, serve, stores, streams, tools
 from ticket_tools.cli.command import CommandError, Family, Parser
+from ticket_tools.cli.inputs import stdout_refused
 from ticket_tools.stores.failure import StoreError
 
 # Each family module adds its commands, in this order; a new family is one module and one
@@ -38,10 +39,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
     except (CommandError, StoreError) as error:
         return _fail(str(error), EXIT_FAILED)
-    except BrokenPipeError:
-        # The reader went away (`| head -1`), or stdout was closed from the start (`>&-`).
+    except (BrokenPipeError, streams.StdoutError) as error:
         streams.silence_stdout()
-        return _fail("stdout was closed before the output was written", EXIT_BROKEN_PIPE)
+        if streams.closed_pipe(error):
+            # The reader went away (`| head -1`), or stdout was closed from the start (`>&-`).
+            return _fail("stdout was closed before the output was written", EXIT_BROKEN_PIPE)
+        # A full disk (`> /dev/full`): what was written stays written, the rest is lost.
+        return _fail(stdout_refused(error), EXIT_FAILED)
     return status
 
 

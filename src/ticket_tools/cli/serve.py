@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import math
 import re
 import signal
 import sys
@@ -236,13 +235,14 @@ def _count(text: str) -> int:
 
 
 def _rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("expected calls per second, 0 for no limit") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError("expected calls per second, 0 for no limit")
-    return value
+    # Digits and at most three decimals, as serve/limits.py's RateLimits bounds a rate: 0
+    # (off), or 0.001 (a refusal's wait of at most 1,000 s) to 999999.999. float() took
+    # "1e-320", whose every refusal then failed (an infinite wait), and "inf" or "nan".
+    if re.fullmatch("[0-9]{1,6}([.][0-9]{1,3})?", text) is None:
+        raise argparse.ArgumentTypeError(
+            "expected calls per second from 0.001 to 999999.999, 0 for no limit"
+        )
+    return float(text)
 
 
 _SESSION_OPTIONS = {

@@ -12,6 +12,9 @@ descriptor readable instead, and the command stops at its next wait for input. W
 `finishing()` (a batch being written), the work in hand has GRACE_SECONDS to end by itself;
 past them Terminated is raised in it (by SIGALRM), so no wait holds the exit longer.
 
+SIGHUP keeps its default action: the process ends at once, as after SIGKILL, and nothing
+is written in place for it to leave half-done (docs/input-rules.md).
+
 A handler runs only when the interpreter gets control back: each wait must return to it
 often. psycopg's waits do (every 0.1 s); SQLite's busy wait is a C sleep, so the writers
 wait for its lock in slices (`stores/sqlite/writer.py`).

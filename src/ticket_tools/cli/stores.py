@@ -31,23 +31,22 @@ from ticket_tools.stores.ids import (
     IdFormat,
 )
 from ticket_tools.stores.records import (
+    DUPLICATE_FIELD_RULE,
     MAX_VERSION,
     NOT_AN_OBJECT_RULE,
     RecordsError,
     StoredRow,
     duplicate_key,
-    record_rows,
 )
 from ticket_tools.stores.records_stream import (
     MAX_RECORD_CHARS,
     RecordsReader,
     RecordsSyntaxError,
-    iter_records,
 )
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.schema import SCHEMA_VERSION
 from ticket_tools.stores.sqlite.store import SQLiteStore
-from ticket_tools.stores.text import clean_records, titles_cleaned
+from ticket_tools.stores.text import titles_cleaned
 
 # Below this size (about 30,000 tickets) an import is too quick for a progress line to help.
 PROGRESS_MIN_BYTES = 4 << 20
@@ -253,29 +252,35 @@ def require_postgres() -> None:
 
 
 def _load_records(path: Path, id_format: IdFormat, raw_titles: bool) -> tuple[Records, int]:
-    # The rules import applies, so that --records and --db answer alike for one file.
-    try:
-        records, cleaned = clean_records(read_records(path), raw=raw_titles)
-        record_rows(records, id_format=id_format)
-        _refuse_repeated_keys(path)
-    except RecordsError as error:
-        raise CommandError(f"{path}: {error}") from None
-    return cast(Records, records), cleaned
+    """Read a records file as `import` reads it: one stream, the same reader and rules.
 
-
-def _refuse_repeated_keys(path: Path) -> None:
-    """Raise `duplicate_key` for a key the file gives twice, as an import refuses it.
-
-    The parsed object kept only the last value of such a key; the file is read once more
-    as `import` reads it, to find the second one's position. It was just read whole, so
-    it can be read again (a file changed meanwhile is read as it is now).
+    So --records and --db answer alike for one file, whatever rule a record breaks (a
+    record too long, a field given twice), and a FIFO is read once. A key given twice
+    is named once every record is read, as an import's primary key finds it.
     """
-    seen: set[str] = set()
-    with contextlib.suppress(OSError, RecordsSyntaxError), path.open("rb") as stream:
-        for position, (key, _) in enumerate(iter_records(stream), start=1):
-            if key in seen:
-                raise duplicate_key(position)
-            seen.add(key)
+    try:
+        stream = path.open("rb")
+    except OSError as error:
+        raise CommandError(f"cannot read {path}: {os_reason(error)}") from None
+    records: dict[str, dict[str, str]] = {}
+    repeated: int | None = None
+    with stream:
+        reader = RecordsReader(stream, id_format=id_format, raw_titles=raw_titles)
+        try:
+            for position, row in enumerate(reader.rows(), start=1):
+                key = f"{row.tenant}:{row.id}"
+                if key in records and repeated is None:
+                    repeated = position
+                records[key] = {"id": row.id, "title": row.title, "status": row.status}
+            if repeated is not None:
+                raise duplicate_key(repeated)
+        except RecordsError as error:
+            raise CommandError(f"{path}: {error}") from None
+        except RecordsSyntaxError as error:
+            raise _syntax_error(path, error, reader.read) from None
+        except OSError as error:  # a read that failed after the open (EIO)
+            raise CommandError(f"cannot read {path}: {os_reason(error)}") from None
+    return cast(Records, records), reader.cleaned
 
 
 def _run_import(options: argparse.Namespace) -> int:
@@ -365,6 +370,8 @@ def _syntax_error(path: Path, error: RecordsSyntaxError, read: int) -> CommandEr
             f"{path}: record {read + 1} (in file order): "
             f"the record is longer than {MAX_RECORD_CHARS} characters"
         )
+    if error.kind == "DuplicateField":
+        return CommandError(f"{path}: record {read + 1} (in file order): {DUPLICATE_FIELD_RULE}")
     fault = {"RecursionError": NESTED_TOO_DEEPLY, "ValueError": integer_too_long()}
     return CommandError(
         f"the records in {path} are not valid JSON: {fault.get(error.kind, SYNTAX)}"

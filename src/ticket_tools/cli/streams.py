@@ -6,19 +6,70 @@ dead-letter file opened as descriptor 2 would then receive what is meant for std
 set such a stream to None, and the commands read that: a closed stdin cannot be read
 (`inputs.stdin_fd`), output to a closed stdout fails as a closed pipe does (exit 141), and
 what goes to a closed stderr is lost, the exit status intact.
+
+A stdout that refuses a write for another reason (a full disk, `> /dev/full`: ENOSPC; EIO)
+raises StdoutError from the stand-in `repair` wraps it in, so that the command line names
+that reason (`cannot write stdout: No space left on device`, exit 2) and no other failure
+is mistaken for it.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import sys
+from collections.abc import Callable
+from typing import TextIO, TypeVar, cast
+
+_T = TypeVar("_T")
 
 STDIO_FDS = (0, 1, 2)
 
 
 class ClosedStdoutError(BrokenPipeError):
     """Written to a stdout that was closed when the command started: handled as a closed pipe."""
+
+
+class StdoutError(OSError):
+    """A write to stdout failed, and not because the reader went away: ENOSPC, EIO."""
+
+
+def closed_pipe(error: OSError) -> bool:
+    """Return whether a failed write to stdout means it was closed (its reader gone, `>&-`).
+
+    Else it was refused for another reason (StdoutError). `serve stdio`'s transport raises
+    BrokenPipeError for any write it could not make, with the system's errno and reason.
+    """
+    return error.errno in (None, errno.EPIPE)
+
+
+class _GuardedOutput(io.TextIOBase):
+    """What sys.stdout is (`repair`): the interpreter's, a failed write raised as StdoutError."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return _guarded(self._stream.write, text)
+
+    def flush(self) -> None:
+        _guarded(self._stream.flush)
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+
+def _guarded(call: Callable[..., _T], *args: str) -> _T:
+    try:
+        return call(*args)
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        raise StdoutError(error.errno, error.strerror) from None
 
 
 class _ClosedOutput(io.TextIOBase):
@@ -41,6 +92,8 @@ def repair() -> None:
             os.open(os.devnull, os.O_RDWR)
     if sys.stdout is None:
         sys.stdout = _ClosedOutput()
+    elif sys.stdout is sys.__stdout__:  # not a caller's own stream (pytest's capsys)
+        sys.stdout = _GuardedOutput(cast(TextIO, sys.stdout))
     if sys.stderr is None:
         sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 - to the exit
 

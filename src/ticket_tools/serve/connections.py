@@ -34,12 +34,14 @@ import asyncio
 import errno
 import json
 import logging
+import re
 import resource
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import h11
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -68,6 +70,15 @@ _TOO_LARGE_HEADERS = [
     (b"connection", b"close"),
     (b"content-length", str(len(_TOO_LARGE_TEXT)).encode()),
 ]
+
+
+HEADER_BYTES_KEY = "ticket_tools.header_bytes"
+"""The ASGI scope key holding how many bytes of request line and headers were received."""
+_BLANK_LINE = b"\r\n\r\n"  # both parsers want CRLF: headers end only at one of these
+_LINE_BREAKS = re.compile(b"[\r\n]+")
+CHUNKED_SPLITS = 16
+"""Blank lines a read is split at inside a chunked body, where they may be data; past them
+the read is parsed whole (a body of blank lines would cost a parse per 4 bytes)."""
 
 
 def _response(status_line: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> bytes:
@@ -160,20 +171,6 @@ def _http_base() -> type[asyncio.Protocol]:
     return HttpToolsProtocol
 
 
-def header_size(scope: Scope) -> int:
-    """Return the size of a request's line and headers as parsed, in bytes.
-
-    Each part counted as sent in its usual form: the request line
-    `GET /healthz?x=1 HTTP/1.1` and CRLF (27), `Host: h` and CRLF (9), the blank line (2)
-    -> 38. Spaces around a header value are not counted (the parser drops them).
-    """
-    query = scope["query_string"]
-    target = len(scope["raw_path"]) + (len(query) + len("?") if query else 0)
-    line = len(scope["method"]) + len(" ") + target + len(" HTTP/") + len(scope["http_version"])
-    headers = sum(len(name) + len(": ") + len(value) + 2 for name, value in scope["headers"])
-    return line + 2 + headers + 2
-
-
 def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
     """Return uvicorn's HTTP protocol class with the header deadline, size and connection cap."""
     base = _http_base()
@@ -188,7 +185,8 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
 
     def checked(app: ASGIApp) -> ASGIApp:
         async def header_checked(scope: Scope, receive: Receive, send: Send) -> None:
-            if header_size(scope) <= MAX_HEADER_BYTES:  # an HTTP protocol's scopes are "http"
+            # Set by the protocol below for every request it hands on (always "http").
+            if scope[HEADER_BYTES_KEY] <= MAX_HEADER_BYTES:
                 await app(scope, receive, send)
                 return
             # Answered as the app would, in its turn behind any request still in flight.
@@ -202,22 +200,36 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
     class GuardedProtocol(base):  # type: ignore[valid-type,misc]
         """uvicorn's protocol, closing slow-header connections and refusing those over the cap.
 
-        The header count: a request whose headers ended is checked whole before its app
-        runs (`checked`), however its bytes arrived; while they have not ended, every read
-        that holds nothing but header bytes is counted, with an earlier request in flight or
-        not. With httptools a read that ends a request's headers or its body is not counted
-        (the split is not known; the next read is), so an endless header is cut off within
-        two reads past the limit; inside a chunked body, the reads that hold no body byte
-        are counted the same way (trailer fields, which httptools keeps as it keeps
-        headers), from the last read that held one. h11 counts for itself.
+        The header count is of the bytes received, not of what the parser kept (it drops
+        the spaces around a value, and the scheme and host of an absolute-form target):
+        a request whose headers ended is checked whole before its app runs (`checked`,
+        from HEADER_BYTES_KEY), however its bytes arrived; while they have not ended, every
+        read is counted, with an earlier request in flight or not, and one past the limit
+        is cut off at once. With httptools each read is given to the parser in pieces:
+        outside a body, up to each blank line, so that a request's headers end with a piece
+        and its header bytes are the pieces from its first byte to that one (line breaks
+        before a request line, which the parser skips: one piece, counted too); a
+        Content-Length body, exactly; a chunked body, up to its first CHUNKED_SPLITS blank
+        lines (its end is one), then whole. Inside a chunked body,
+        the pieces that hold no body byte are counted the same way (trailer fields, which
+        httptools keeps as it keeps headers), from the last piece that held one. h11 bounds
+        what it has not parsed itself; what its request events took of its buffer is the
+        size of their headers.
         """
 
         _header_timer: asyncio.TimerHandle | None = None
         _body_timer: asyncio.TimerHandle | None = None
-        _header_bytes = 0  # of the header or trailer fields being read, as above
+        _header_bytes = 0  # of the header or trailer fields being read, before this piece
         _in_body = False  # httptools: the parser is inside a request's body
-        _boundary = False  # httptools: a request's headers or its body ended in this read
-        _body_read = False  # httptools: this read held body bytes
+        _boundary = False  # httptools: a request ended in this piece
+        _body_read = 0  # httptools: the body bytes this piece held
+        _began = False  # httptools: a request began in this piece
+        _headers_ended = False  # httptools: a request's headers ended with this piece
+        _piece_in_body = False  # httptools: this piece began inside a body
+        _piece = 0  # httptools: the length of the piece being parsed
+        _tail = b""  # httptools: the last bytes of the previous read
+        _remaining: int | None = None  # httptools: what is left of a Content-Length body
+        _in_headers = False  # httptools: a request began and its headers have not ended
         _counted = base is not H11Protocol
 
         app: ASGIApp
@@ -231,6 +243,9 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
         ) -> None:
             super().__init__(config, server_state, app_state, _loop)
             self.app = checked(self.app)
+            self._h11_header_bytes: int | None = None
+            if not self._counted:
+                self.conn.next_event = self._next_event  # h11: see what each event took
 
         def connection_made(self, transport: asyncio.Transport) -> None:
             super().connection_made(transport)
@@ -243,19 +258,77 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
             self._arm()
 
         def data_received(self, data: bytes) -> None:
-            self._boundary = self._body_read = False
-            super().data_received(data)
-            if self.transport.is_closing():
+            if not self._counted:
+                super().data_received(data)
+                if not self.transport.is_closing():
+                    self._watch_body()
                 return
+            # Searched with the end of the previous read: a blank line may be split by reads.
+            joined, shift = self._tail + data, len(self._tail)
+            self._tail = joined[-len(_BLANK_LINE) + 1 :]
+            pos, splits = 0, 0
+            while pos < len(data):
+                if self._in_body and self._remaining is not None:
+                    end = pos + max(1, self._remaining)  # a Content-Length body: exactly it
+                elif self._in_body and splits >= CHUNKED_SPLITS:
+                    end = len(data)
+                elif not self._in_body and not self._in_headers and data[pos] in b"\r\n":
+                    # Blank lines before a request line (the parser skips them): one piece,
+                    # not one per blank line (a read of them took 43 ms to be cut off).
+                    end = _LINE_BREAKS.match(data, pos).end()  # type: ignore[union-attr]
+                else:
+                    found = joined.find(_BLANK_LINE, max(0, pos + shift - len(_BLANK_LINE) + 1))
+                    end = len(data) if found == -1 else found + len(_BLANK_LINE) - shift
+                    splits += self._in_body
+                if not self._feed(data[pos:end]):
+                    return
+                pos = end
+
+        def _feed(self, piece: bytes) -> bool:
+            """Parse one piece of a read (httptools) and count it; False once closing."""
+            self._boundary = self._began = self._headers_ended = False
+            self._body_read = 0
+            self._piece, self._piece_in_body = len(piece), self._in_body
+            super().data_received(piece)
+            if self.transport.is_closing() or self.transport.get_protocol() is not self:
+                return False
             self._watch_body()
-            if not self._counted or self._boundary:
-                return
-            if self._body_read:
-                self._header_bytes = 0  # the body's own limit is the app's (serve/bodies.py)
-                return
-            self._header_bytes += len(data)
+            if self._piece_in_body and not self._began:
+                if self._body_read:
+                    self._header_bytes = 0  # the body's own limit is the app's (bodies.py)
+                    return True
+                if self._boundary:
+                    return True  # the body's last chunk: checked no further
+            elif self._headers_ended:
+                return True  # checked whole, in on_headers_complete
+            self._header_bytes += self._header_part()
             if self._header_bytes > MAX_HEADER_BYTES:
                 self._refuse_fields()
+                return False
+            return True
+
+        def _header_part(self) -> int:
+            """Return how many bytes of this piece are header (or trailer) bytes."""
+            if self._piece_in_body and self._began:
+                # A chunked body ended in this piece, past CHUNKED_SPLITS: its framing and
+                # any request before this one in the piece are counted too (never fewer).
+                return self._piece - self._body_read
+            return self._piece
+
+        def _next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+            """h11's next event; a request's records the header bytes it took."""
+            buffered = len(self.conn._receive_buffer)
+            event = h11.Connection.next_event(self.conn)
+            if isinstance(event, h11.Request):
+                self._h11_header_bytes = buffered - len(self.conn._receive_buffer)
+            return event
+
+        def handle_events(self) -> None:
+            """h11: handle the events, and give the request begun among them its size."""
+            self._h11_header_bytes = None
+            super().handle_events()
+            if self._h11_header_bytes is not None:  # at most one: h11 pauses after it
+                self.scope[HEADER_BYTES_KEY] = self._h11_header_bytes
 
         def _watch_body(self) -> None:
             """Arm the body deadline while a request's body is coming, disarm it once not."""
@@ -291,13 +364,27 @@ def guarded_protocol(limits: ConnectionLimits) -> type[asyncio.Protocol]:
                 cut.hit()  # a response is being written on this connection: nothing may cut in
             self.transport.close()
 
+        def on_message_begin(self) -> None:
+            if self._piece_in_body:
+                self._header_bytes = 0  # a body's trailer count ends with it
+            self._began = self._in_headers = True
+            super().on_message_begin()
+
         def on_headers_complete(self) -> None:
-            self._boundary = self._in_body = True
+            # The piece ends here (at its blank line): the headers' bytes are all counted.
+            self.scope[HEADER_BYTES_KEY] = self._header_bytes + self._header_part()
+            # The parser refuses a Content-Length that is not digits, or beside chunked.
+            length = next((v for k, v in self.headers if k == b"content-length"), None)
+            self._remaining = None if length is None else int(length)
+            self._in_body = self._headers_ended = True
+            self._in_headers = False
             self._header_bytes = 0
             super().on_headers_complete()
 
         def on_body(self, body: bytes) -> None:
-            self._body_read = True
+            self._body_read += len(body)
+            if self._remaining is not None:
+                self._remaining -= len(body)
             super().on_body(body)
 
         def on_message_complete(self) -> None:

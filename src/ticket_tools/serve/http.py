@@ -13,9 +13,11 @@ A session is bound to the token's (client, issuer, subject) that opened it; with
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
+import stat
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -148,13 +150,15 @@ def build_app(
     # First after the token check: nothing behind it is given a body past MAX_BODY_BYTES.
     limit_bodies(app, MCP_PATH)
     correct_protocol(app, MCP_PATH, resource_url=resource_url, rules=rules)
-    if not options.stateless:
-        bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
     # The SDK's own count of open sessions (it has no public one).
     manager = server.session_manager
+    # The rate limits before the session gate: a request naming a session that is not the
+    # caller's is counted as any other (the gate's 404s were a flood no limit saw).
     replica.install(app, mcp_path=MCP_PATH, sessions=lambda: len(manager._server_instances))
+    if not options.stateless:
+        bound_sessions(app, MCP_PATH, options.sessions, rules.tenant_claim)
     if direct_enabled():
-        # Appended last: it answers after the token check, the gate and the rate limits.
+        # Appended last: it answers after the token check, the rate limits and the gate.
         direct = Middleware(
             DirectPath, path=MCP_PATH, server=server, tool_calls=tool_calls, security=security
         )
@@ -179,6 +183,30 @@ def listen(host: str, port: int) -> socket.socket:
     return listener
 
 
+def open_audit_log(path: Path) -> TextIO:
+    """Open `path` to append audit lines: a regular file (a symlink to one is followed).
+
+    Opened without waiting: a FIFO nobody reads held start-up in open() forever, and any
+    file that is not regular (a FIFO, a device, a socket) is refused with the rule.
+    """
+    refused = ServeError(
+        f"cannot open {path}: the audit log must be a regular file "
+        "(without --audit-log it is stderr)"
+    )
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        descriptor = os.open(path, flags, 0o666)
+    except OSError as error:
+        if error.errno == errno.ENXIO:  # a FIFO with no reader: O_NONBLOCK's answer
+            raise refused from None
+        raise ServeError(f"cannot open {path}: {os_reason(error)}") from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise refused
+    os.set_blocking(descriptor, True)
+    return open(descriptor, "a", encoding="utf-8")
+
+
 def serve_http(
     options: HttpOptions, store: Records | TicketStore, *, registry: ToolRegistry = REGISTRY
 ) -> None:
@@ -201,10 +229,7 @@ def serve_http(
         netloc = f"{host}:{port}"
         stream: TextIO = sys.stderr
         if options.audit_log is not None:
-            try:
-                stream = stack.enter_context(options.audit_log.open("a", encoding="utf-8"))
-            except OSError as error:
-                raise ServeError(f"cannot open {options.audit_log}: {os_reason(error)}") from None
+            stream = stack.enter_context(open_audit_log(options.audit_log))
         audit = AuditLog(stream, options.rules)
         try:
             spans = start_spans(os.environ)
@@ -224,6 +249,14 @@ def serve_http(
             registry=registry,
             spans=None if spans is None else spans.observe,
         )
+        try:
+            replica.listen_for_metrics()
+        except OSError as error:
+            host, port = options.replica.metrics_address or (options.host, 0)
+            shown = f"[{host}]" if ":" in host else host
+            raise ServeError(
+                f"cannot listen on {shown}:{port} (--metrics): {os_reason(error)}"
+            ) from None
         print(
             f"ticket-tools: serving MCP on http://{netloc}{MCP_PATH}", file=sys.stderr, flush=True
         )

@@ -5,10 +5,13 @@ verified token (`scope["user"]`) and nothing the client merely claims. It counts
 housekeeping: each `tools/call` (the only request that reaches a store) takes one token
 from its tenant's call bucket and one from its subject's; every other request to the MCP
 endpoint (`initialize`, notifications, `tools/list`, `ping`, the GET stream) takes one from
-the housekeeping buckets, which hold HOUSEKEEPING_FACTOR times as much; a `DELETE` (ending
-a session) is never counted nor refused. Which kind a POST is comes from its body's
-`method`, read from at most ID_PEEK_BYTES (a larger body counts as a call) and then given
-on to the app unchanged.
+the housekeeping buckets, which hold HOUSEKEEPING_FACTOR times as much. A `DELETE` that
+ends one of the caller's sessions is never counted nor refused; one that ends none (the app
+answers it 4xx) takes from the housekeeping buckets and is answered as a refusal. It sits in
+front of the session gate (sessions.py), so a request naming a session that is not the
+caller's is counted too. Which kind a POST is comes from its body's `method`, read from at
+most ID_PEEK_BYTES of it however it is framed (a larger body counts as a call, unparsed) and
+then given on to the app unchanged.
 
 A request over its rate is answered REFUSAL_DELAY_SECONDS after it came, so a client
 refused in a loop waits between its calls. A tool call is still answered as a tool result
@@ -53,6 +56,12 @@ tool call (langchain-mcp-adapters' default) sends initialize, initialized, the G
 and tools/list with every call (its DELETE is never counted): four, so its calls meet
 their own limit first."""
 BURST_SECONDS = 2.0  # a bucket holds this many seconds of its rate: a page walk may burst
+MIN_RATE = 0.001
+"""The lowest rate but 0 (off): a refused request then waits at most 1,000 s. A rate of
+1e-320 made every refusal's wait infinite (an OverflowError, a 500) and 1e-300 gave a
+Retry-After of 301 digits."""
+MAX_RATE = 1_000_000.0  # a thousand times what one replica serves: as good as off, and finite
+MAX_RETRY_AFTER_SECONDS = math.ceil(1 / MIN_RATE)  # what a refused request may be told to wait
 MAX_BUCKETS = 100_000  # full buckets are dropped past this many: memory stays bounded
 REFUSAL_DELAY_SECONDS = 0.5
 """A refusal (a rate limit here, a session cap in sessions.py) is sent this long after the
@@ -96,8 +105,11 @@ class RateLimits:
     def __post_init__(self) -> None:
         for name in ("tenant_rate", "subject_rate"):
             value = getattr(self, name)
-            if type(value) not in (int, float) or not (math.isfinite(value) and value >= 0):
-                raise ValueError(f"{name} must be a number of calls per second, 0 for none")
+            if type(value) not in (int, float) or not (value == 0 or MIN_RATE <= value < MAX_RATE):
+                raise ValueError(
+                    f"{name} must be calls per second from {MIN_RATE} to under {MAX_RATE:.0f}, "
+                    "0 for none"
+                )
 
 
 class Buckets:
@@ -166,22 +178,22 @@ class FairShare:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Pass the request on (a refused tool call marked), or answer it 429 or 503 here."""
-        if scope["type"] != "http" or scope["path"] != self._path or scope["method"] == "DELETE":
-            await self.app(scope, receive, send)  # ending a session is never refused
+        if scope["type"] != "http" or scope["path"] != self._path:
+            await self.app(scope, receive, send)
+            return
+        if scope["method"] == "DELETE":
+            await self._delete(scope, receive, send)
             return
         if self._draining():
             self._refused("draining")
             message = "this server is shutting down; retry on another replica"
             await _refuse(send, 503, DRAIN_RETRY_SECONDS, message)
             return
-        user = scope.get("user")
-        if not isinstance(user, AuthenticatedUser):
+        who = self._caller(scope)
+        if who is None:
             await self.app(scope, receive, send)  # the SDK answers 401
             return
-        token = user.access_token
-        # The verifier admits only tokens whose tenant and subject are non-empty strings.
-        tenant = str((token.claims or {}).get(self._tenant_claim))
-        subject = str(token.subject)
+        tenant, subject = who
         envelope: object = None
         if scope["method"] == "POST" and _declared_long(scope["headers"]):
             envelope = _UNREAD  # nothing is read: the SDK may answer 413 from the header alone
@@ -191,27 +203,76 @@ class FairShare:
         tool_call = isinstance(envelope, dict) and envelope.get("method") == "tools/call"
         is_call = tool_call or (scope["method"] == "POST" and envelope is _UNREAD)
         tenants, subjects = self._calls if is_call else self._housekeeping
+        refusal = self._take((tenants, tenant), (subjects, subject), is_call=is_call)
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        await anyio.sleep(REFUSAL_DELAY_SECONDS)
+        if tool_call:
+            # A tool result the model reads, from the MCP layer (which knows the session
+            # and the protocol version it must be written for).
+            await self.app({**scope, RATE_LIMITED_KEY: refusal}, receive, send)
+            return
+        await _refuse_rate(send, refusal, _request_id(envelope))
+
+    def _caller(self, scope: Scope) -> tuple[str, str] | None:
+        """Return the verified token's tenant and subject, or None without a verified token."""
+        user = scope.get("user")
+        if not isinstance(user, AuthenticatedUser):
+            return None
+        token = user.access_token
+        # The verifier admits only tokens whose tenant and subject are non-empty strings.
+        return str((token.claims or {}).get(self._tenant_claim)), str(token.subject)
+
+    def _take(
+        self, tenant: tuple[Buckets, str], subject: tuple[Buckets, str], *, is_call: bool
+    ) -> Refusal | None:
+        """Take a token from each bucket, or return why not (counted) and take none."""
         checks: tuple[tuple[Who, Buckets, str], ...] = (
-            ("tenant", tenants, tenant),
-            ("token subject", subjects, subject),
+            ("tenant", *tenant),
+            ("token subject", *subject),
         )
         for who, buckets, key in checks:
             wait = buckets.wait(key)
             if wait > 0:
                 self._refused(_limit(who, is_call))
-                await anyio.sleep(REFUSAL_DELAY_SECONDS)
-                if tool_call:
-                    # A tool result the model reads, from the MCP layer (which knows the
-                    # session and the protocol version it must be written for).
-                    marked = {**scope, RATE_LIMITED_KEY: Refusal(who, math.ceil(wait))}
-                    await self.app(marked, receive, send)
-                    return
-                message = f"too many calls for this {who}; retry after the Retry-After seconds"
-                await _refuse(send, 429, math.ceil(wait), message, _request_id(envelope))
-                return
-        tenants.take(tenant)
-        subjects.take(subject)
-        await self.app(scope, receive, send)
+                return Refusal(who, min(math.ceil(wait), MAX_RETRY_AFTER_SECONDS))
+        for _, buckets, key in checks:
+            buckets.take(key)
+        return None
+
+    async def _delete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer a DELETE: one that ends a session is never counted nor refused.
+
+        One that ends none (another identity's session, one that ended, none named, any
+        with `--stateless`: the app's own 4xx) is a refusal: it takes from the housekeeping
+        buckets, and its answer (a 429 past their rate) is sent REFUSAL_DELAY_SECONDS after
+        it came, so that a loop of them cannot take the event loop either.
+        """
+        who = self._caller(scope)
+        if who is None:
+            await self.app(scope, receive, send)  # the SDK answers 401
+            return
+        held: list[Message] = []
+
+        async def hold_refusals(message: Message) -> None:
+            if held or (message["type"] == "http.response.start" and message["status"] >= 400):
+                held.append(message)  # a short error body: kept until the delay is over
+            else:
+                await send(message)
+
+        await self.app(scope, receive, hold_refusals)
+        if not held:
+            return  # it ended a session of the caller's
+        tenant, subject = who
+        tenants, subjects = self._housekeeping
+        refusal = self._take((tenants, tenant), (subjects, subject), is_call=False)
+        await anyio.sleep(REFUSAL_DELAY_SECONDS)
+        if refusal is not None:
+            await _refuse_rate(send, refusal, None)
+            return
+        for message in held:
+            await send(message)
 
 
 def _limit(who: Who, is_call: bool) -> Limit:
@@ -254,13 +315,15 @@ async def _peek(receive: Receive) -> tuple[list[Message], object]:
     """
     messages: list[Message] = []
     size = 0
-    while size <= ID_PEEK_BYTES:
+    more = True
+    while more and size <= ID_PEEK_BYTES:
         message = await receive()
         messages.append(message)
         size += len(message.get("body", b""))  # http.disconnect has none
-        if not message.get("more_body", False):
-            break
-    else:
+        more = message.get("more_body", False)
+    if size > ID_PEEK_BYTES:
+        # Also a body that came whole in one message (chunked: no Content-Length said so
+        # first), which was parsed whole: a dense 1.5 MB one took 39 ms of the event loop.
         return messages, _UNREAD
     try:
         return messages, json.loads(b"".join(m.get("body", b"") for m in messages))
@@ -284,6 +347,12 @@ def _request_id(envelope: object) -> str | int | None:
     """Return the id of a request body, if it is a string or an integer."""
     request_id = envelope.get("id") if isinstance(envelope, dict) else None
     return request_id if type(request_id) in (str, int) else None
+
+
+async def _refuse_rate(send: Send, refusal: Refusal, request_id: str | int | None) -> None:
+    """Answer a request over its rate (not a tool call) 429, with when to retry."""
+    message = f"too many calls for this {refusal.who}; retry after the Retry-After seconds"
+    await _refuse(send, 429, refusal.retry_after, message, request_id)
 
 
 async def _refuse(

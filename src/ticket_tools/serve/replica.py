@@ -84,6 +84,7 @@ class Replica:
         self._tenant_claim = tenant_claim
         self._drain_ends: float | None = None
         self._on_shutdown: list[Callable[[], None]] = []
+        self._metrics_server: Any = None  # prometheus_client's WSGI server, when it has one
 
     def routes(self) -> list[Route]:
         """Return the probe routes, and /metrics unless it has an address of its own."""
@@ -152,12 +153,29 @@ class Replica:
             self.calls.cut_off()
         return self.calls.in_flight == 0
 
+    def listen_for_metrics(self) -> None:
+        """Serve /metrics on its own address, if it has one; an OSError if it cannot listen.
+
+        Called before the server says it is serving: a port in use was a traceback after
+        "serving MCP on ..." had been printed.
+        """
+        if self.options.metrics_address is None:
+            return
+        host, port = self.options.metrics_address
+        self._metrics_server, _ = prometheus_client.start_http_server(
+            port, host, registry=self.metrics.registry
+        )
+        # Stopped with the app (its lifespan's end), still inside uvicorn's run.
+        self._on_shutdown.append(self._metrics_server.shutdown)
+        self._on_shutdown.append(self._metrics_server.server_close)
+
     def serve(
         self, app: Starlette, listener: socket.socket, *, http: type[asyncio.Protocol]
     ) -> None:
         """Run `app` on `listener` until SIGTERM or SIGINT has drained it.
 
-        `http` is uvicorn's HTTP protocol class to use (`connections.guarded_protocol`).
+        `http` is uvicorn's HTTP protocol class to use (`connections.guarded_protocol`);
+        /metrics on its own address is served from `listen_for_metrics` on.
         """
         config = uvicorn.Config(
             app,
@@ -169,22 +187,15 @@ class Replica:
             # Without httptools: h11's own bound on unparsed input, the header limit's size.
             h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         )
-        metrics_server = None
-        if self.options.metrics_address is not None:
-            host, port = self.options.metrics_address
-            metrics_server, _ = prometheus_client.start_http_server(
-                port, host, registry=self.metrics.registry
-            )
+        if self._metrics_server is not None and self.options.metrics_address is not None:
+            host = self.options.metrics_address[0]
             shown = f"[{host}]" if ":" in host else host
             print(
-                f"ticket-tools: serving metrics on http://{shown}:{metrics_server.server_port}"
-                "/metrics",
+                f"ticket-tools: serving metrics on http://{shown}:"
+                f"{self._metrics_server.server_port}/metrics",
                 file=sys.stderr,
                 flush=True,
             )
-            # Stopped with the app (its lifespan's end), still inside uvicorn's run.
-            self._on_shutdown.append(metrics_server.shutdown)
-            self._on_shutdown.append(metrics_server.server_close)
         _DrainingServer(config, self).run(sockets=[listener])
 
 

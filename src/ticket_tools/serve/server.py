@@ -168,9 +168,26 @@ class ToolCalls:
             logger.exception("tool call failed inside the handler")
             raise MCPError(code=types.INTERNAL_ERROR, message=INTERNAL_ERROR_MESSAGE) from None
         finally:
-            if self._observe is not None:
-                self._observe(ctx, name, outcome, time.perf_counter() - started)
+            told = self._tell(ctx, name, outcome, time.perf_counter() - started)
+        if not told:
+            raise MCPError(code=types.INTERNAL_ERROR, message=INTERNAL_ERROR_MESSAGE)
         return call_result(outcome)
+
+    def _tell(self, ctx: RequestRef, name: str, outcome: Outcome | None, seconds: float) -> bool:
+        """Tell the observer of a call; return False if it failed (logged: the audit log?).
+
+        A call whose audit line cannot be written is not answered with its result: the
+        caller gets the same generic error on every path (the direct path answered a bare
+        HTTP 500, the SDK's a -32603 holding the OSError's text).
+        """
+        if self._observe is None:
+            return True
+        try:
+            self._observe(ctx, name, outcome, seconds)
+        except Exception:
+            logger.exception("a tool call's observer failed (the audit log, metrics or spans)")
+            return False
+        return True
 
 
 def build_server(

@@ -19,6 +19,7 @@ The trusted context of a call is then `context_from_token`: nothing but the toke
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import logging
 import re
@@ -26,11 +27,12 @@ import ssl
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio.to_thread
 import jwt
@@ -88,6 +90,7 @@ class KeySet:
         if source.startswith("http://"):
             raise JwksError("a JWKS URL must use https")
         self._source = source
+        self._shown = _shown_url(source) if source.startswith("https://") else source
         self._clock = clock
         self._lock = threading.Lock()
         self._keys: dict[str, jwt.PyJWK] = self._load()
@@ -122,7 +125,7 @@ class KeySet:
             if key is not None:
                 keys[entry["kid"]] = key
         if not keys:
-            raise JwksError(f"{self._source} holds no usable signing key ({', '.join(ALGORITHMS)})")
+            raise JwksError(f"{self._shown} holds no usable signing key ({', '.join(ALGORITHMS)})")
         return keys
 
     def _read(self) -> bytes:
@@ -135,16 +138,60 @@ class KeySet:
             request = urllib.request.Request(  # noqa: S310 - https only, checked above
                 self._source, headers={"Accept": "application/json"}
             )
-            with urllib.request.urlopen(request, timeout=JWKS_TIMEOUT_SECONDS) as response:  # noqa: S310
+            with _OPENER.open(request, timeout=JWKS_TIMEOUT_SECONDS) as response:
                 body: bytes = response.read(MAX_JWKS_BYTES + 1)
-        except (OSError, ValueError) as error:
-            # URLError and HTTPError are OSErrors; a malformed URL is a ValueError. The
+        except (OSError, ValueError, http.client.HTTPException) as error:
+            # URLError and HTTPError are OSErrors; a malformed URL is a ValueError; an answer
+            # that is not HTTP (a bad status line, a body cut short) is an HTTPException. The
             # server's certificate is checked against the system CAs (or SSL_CERT_FILE).
-            raise JwksError(f"cannot fetch {self._source}: {_fetch_reason(error)}") from None
+            raise JwksError(f"cannot fetch {self._shown}: {_fetch_reason(error)}") from None
         return body
 
 
-def _fetch_reason(error: OSError | ValueError) -> str:
+def _shown_url(source: str) -> str:
+    """Return an https JWKS URL as it may be shown: its scheme, host, port and path only.
+
+    A query may carry a credential (`?access_token=...`), so it is sent but never shown;
+    a user and password are refused (urllib would take them for part of the host, and a
+    provider publishes its keys to anyone). `https://idp.example:8443/jwks?key=k#top`
+    is shown as `https://idp.example:8443/jwks`.
+    """
+    if re.fullmatch("[!-~]+", source) is None:
+        raise JwksError("a JWKS URL must be ASCII text without spaces or control characters")
+    try:
+        parts = urllib.parse.urlsplit(source)
+        port = parts.port  # a ValueError for a port that is not a number from 0 to 65535
+    except ValueError:
+        port = -1
+    if port == -1 or not parts.hostname:
+        raise JwksError("a JWKS URL must name a host (and a port from 0 to 65535, if any)")
+    if "@" in parts.netloc:
+        raise JwksError("a JWKS URL must not hold a user name or password")
+    return f"https://{parts.netloc}{parts.path}"
+
+
+class _HttpsRedirects(urllib.request.HTTPRedirectHandler):
+    """Follow a redirect only to another https URL: the keys never travel in plain text."""
+
+    def redirect_request(  # noqa: PLR0917 - urllib's own signature
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
+        """Return the redirected request, or None (the 3xx is then an error) if not https."""
+        if not newurl.startswith("https://"):
+            return None
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
+_OPENER = urllib.request.build_opener(_HttpsRedirects)
+
+
+def _fetch_reason(error: OSError | ValueError | http.client.HTTPException) -> str:
     """Say why a JWKS URL could not be fetched: the status, the certificate, the system's reason.
 
     Never urllib's own message, which can quote the URL it was given.
@@ -153,11 +200,17 @@ def _fetch_reason(error: OSError | ValueError) -> str:
         error.close()  # it holds the response, and with it the connection
         return f"HTTP {error.code}"
     reason = error.reason if isinstance(error, urllib.error.URLError) else error
+    if isinstance(reason, http.client.RemoteDisconnected):
+        return "it closed the connection without an answer"
+    if isinstance(reason, http.client.IncompleteRead):
+        return "its answer ended before the length it announced"
+    if isinstance(reason, http.client.HTTPException):
+        return "its answer is not valid HTTP"
     if isinstance(reason, ssl.SSLCertVerificationError):
         return f"its certificate is not trusted ({reason.verify_message})"
     if isinstance(reason, OSError):
         return os_reason(reason)
-    return "it is not an https URL with a host"
+    return "its host is not a valid name"  # IDNA refuses it (an empty label: a..b)
 
 
 def _parse_jwks(body: bytes) -> list[Any]:

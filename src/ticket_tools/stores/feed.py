@@ -15,13 +15,16 @@ from typing import Literal
 
 from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.records import (
+    DUPLICATE_FIELD_RULE,
     MAX_VERSION,
     VERSION_RULE,
+    DuplicateFieldError,
     RecordsError,
     is_text,
     is_version,
     key_parts,
     record_row,
+    unique_fields,
 )
 
 Op = Literal["upsert", "delete"]
@@ -134,9 +137,9 @@ def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Chang
     except UnicodeDecodeError:
         raise FeedError("the line is not UTF-8 text") from None
     try:
-        value = json.loads(text, object_pairs_hook=_unique_fields, parse_int=_parse_int)
-    except _DuplicateFieldError:
-        raise FeedError("a field name appears twice in one object") from None
+        value = json.loads(text, object_pairs_hook=unique_fields, parse_int=_parse_int)
+    except DuplicateFieldError:
+        raise FeedError(DUPLICATE_FIELD_RULE) from None
     except RecursionError:
         raise FeedError("the line nests arrays or objects too deeply") from None
     except ValueError as error:
@@ -161,10 +164,6 @@ def parse_change(line: bytes | str, *, id_format: IdFormat = ID_FORMAT) -> Chang
     return Change("upsert", row.tenant, row.id, version, row.title, row.status)
 
 
-class _DuplicateFieldError(Exception):
-    pass
-
-
 class _OutOfRange:
     """What an integer too long for any rule stands for: no rule accepts it."""
 
@@ -184,15 +183,6 @@ def _delete_key(key: object, id_format: IdFormat) -> tuple[str, str]:
         if tenant and colon and _ANY_WIDTH_ID.fullmatch(key_id):
             raise RecordsError(f"the id is not {id_format.shape}") from None
         raise
-
-
-def _unique_fields(pairs: list[tuple[str, object]]) -> dict[str, object]:
-    # json.loads keeps the last of two equal names: a second "version" would otherwise
-    # win silently over the first.
-    fields = dict(pairs)
-    if len(fields) != len(pairs):
-        raise _DuplicateFieldError
-    return fields
 
 
 def plan(

@@ -28,6 +28,7 @@ VERSION_RULE = "the version is not an integer from 0 to 2^63-1"
 _MIXED_RULE = 'either every ticket has a "version" or none does'
 NOT_AN_OBJECT_RULE = 'not a JSON object of "tenant:TKT-123" -> ticket'
 DUPLICATE_RULE = "the key was given before"
+DUPLICATE_FIELD_RULE = "a field name appears twice in one object"
 
 
 class RecordsError(ValueError):
@@ -106,6 +107,24 @@ def duplicate_key(position: int) -> RecordsError:
     first key's place: an import refuses the file instead (the primary key finds it).
     """
     return RecordsError(f"record {position} (in file order): {DUPLICATE_RULE}")
+
+
+class DuplicateFieldError(Exception):
+    """A JSON object gives one field name twice (`unique_fields`); not a ValueError, so
+    that no handler of json's own errors takes it for one."""
+
+
+def unique_fields(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """Return a JSON object's fields; raise DuplicateFieldError if a name is given twice.
+
+    json's `object_pairs_hook`, for every object of a records file and of a feed line.
+    `json.loads` would keep the last of two equal names: a reviewer reading the file sees
+    the first `"title"`, the model would read the second.
+    """
+    fields = dict(pairs)
+    if len(fields) != len(pairs):
+        raise DuplicateFieldError
+    return fields
 
 
 def checked_rows(

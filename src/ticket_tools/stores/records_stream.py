@@ -15,7 +15,12 @@ from collections.abc import Iterator
 from typing import BinaryIO, Literal, cast
 
 from ticket_tools.stores.ids import ID_FORMAT, IdFormat
-from ticket_tools.stores.records import StoredRow, checked_rows
+from ticket_tools.stores.records import (
+    DuplicateFieldError,
+    StoredRow,
+    checked_rows,
+    unique_fields,
+)
 from ticket_tools.stores.text import TitleCleaner
 
 # Bytes read at a time.
@@ -33,6 +38,7 @@ Failure = Literal[
     "ValueError",
     "TooLong",
     "NotAnObject",
+    "DuplicateField",
 ]
 
 
@@ -50,10 +56,11 @@ def iter_records(
     """Yield the (key, value) pairs of the one JSON object `stream` holds, in file order.
 
     Raises RecordsSyntaxError when the bytes are not UTF-8, not JSON, not one object
-    (whitespace alone may surround it), nested too deeply, or a record is longer than
-    MAX_RECORD_CHARS. Its kind is "NotAnObject" when the text does not start with "{"
-    (an empty file too): whether the rest is JSON is not read. A key given twice is
-    yielded twice: the caller decides.
+    (whitespace alone may surround it), nested too deeply, a record is longer than
+    MAX_RECORD_CHARS, or an object within a record gives a field name twice
+    ("DuplicateField", `records.unique_fields`). Its kind is "NotAnObject" when the text
+    does not start with "{" (an empty file too): whether the rest is JSON is not read. A
+    key of the object given twice is yielded twice: the caller decides.
 
     Example: b' {"a:TKT-1": {"id": "x"}, "b": 2} ' -> ("a:TKT-1", {"id": "x"}), ("b", 2)
     """
@@ -134,7 +141,7 @@ class _Reader:
         self._stream = stream
         self._chunk = chunk_bytes
         self._decoder = codecs.getincrementaldecoder("utf-8")()
-        self._json = json.JSONDecoder()
+        self._json = json.JSONDecoder(object_pairs_hook=unique_fields)
         self._buffer = ""
         self._at = 0
         self._eof = False
@@ -188,6 +195,8 @@ class _Reader:
                 continue
             except RecursionError:
                 raise RecordsSyntaxError("RecursionError") from None
+            except DuplicateFieldError:  # in an object read whole: no later chunk undoes it
+                raise RecordsSyntaxError("DuplicateField") from None
             except ValueError:  # an integer past Python's digit limit, as json.loads says
                 raise RecordsSyntaxError("ValueError") from None
             # A number or literal is whole only before a delimiter: "-0" may be the start

@@ -12,6 +12,7 @@ import pytest
 from ticket_tools import TicketFilter, fixture_records
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.ids import IdFormat
+from ticket_tools.stores.sqlite import store as sqlite_store
 from ticket_tools.stores.sqlite.importer import write_database
 from ticket_tools.stores.sqlite.schema import (
     APPLICATION_ID,
@@ -19,6 +20,7 @@ from ticket_tools.stores.sqlite.schema import (
     SCHEMA,
     SCHEMA_VERSION,
     TOMBSTONES,
+    check_file,
     schema_sql,
     store_error,
     tombstones_sql,
@@ -163,7 +165,7 @@ def _write_other_sqlite(path: Path) -> None:
 
 
 def _socket(path: Path) -> None:
-    # A file SQLite cannot open at all: open(2) on a socket fails (ENXIO).
+    # No database file: open(2) on a socket fails (ENXIO), a FIFO's waits for a writer.
     with socket.socket(socket.AF_UNIX) as listener:
         listener.bind(str(path))
 
@@ -174,7 +176,7 @@ OPEN_CASES = [
     pytest.param(
         _socket,
         "unavailable",
-        "cannot read {path}: unable to open database file (SQLITE_CANTOPEN)",
+        "cannot read {path}: it is not a regular file",
         id="socket",
     ),
     pytest.param(
@@ -245,6 +247,27 @@ def test_open_refuses(
     with pytest.raises(StoreFailure) as raised:
         SQLiteStore.open(path)
     assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
+
+
+def test_a_file_replaced_after_the_check_is_sqlite_s_own_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database replaced by a socket between the check and SQLite's own open.
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, fixture_records())
+
+    def check_then_replace(checked: Path, action: str) -> None:
+        check_file(checked, action)
+        checked.unlink()
+        _socket(checked)
+
+    monkeypatch.setattr(sqlite_store, "check_file", check_then_replace)
+    with pytest.raises(StoreFailure) as raised:
+        SQLiteStore.open(path)
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot read {path}: unable to open database file (SQLITE_CANTOPEN)",
+    )
 
 
 @pytest.fixture

@@ -14,7 +14,9 @@ from feed_changes import check_the_version_rule, delete, up
 from ticket_tools import TicketFilter, fixture_records
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.feed import Change, Counts
+from ticket_tools.stores.sqlite import writer as sqlite_writer
 from ticket_tools.stores.sqlite.importer import write_database
+from ticket_tools.stores.sqlite.schema import check_file
 from ticket_tools.stores.sqlite.store import SQLiteStore
 from ticket_tools.stores.sqlite.writer import VERSION_KEYS, SQLiteWriter
 
@@ -290,7 +292,7 @@ def _old_schema(path: Path) -> None:
         pytest.param(
             _socket,
             "unavailable",
-            "cannot write {path}: unable to open database file (SQLITE_CANTOPEN)",
+            "cannot write {path}: it is not a regular file",
             id="socket",
         ),
         pytest.param(
@@ -309,6 +311,27 @@ def test_open_refuses(tmp_path: Path, make: object, reason: str, message: str) -
     with pytest.raises(StoreFailure) as raised:
         SQLiteWriter.open(path)
     assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
+
+
+def test_a_file_replaced_after_the_check_is_sqlite_s_own_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A database replaced by a socket between the check and SQLite's own open.
+    path = tmp_path / "tickets.sqlite"
+    write_database(path, fixture_records())
+
+    def check_then_replace(checked: Path, action: str) -> None:
+        check_file(checked, action)
+        checked.unlink()
+        _socket(checked)
+
+    monkeypatch.setattr(sqlite_writer, "check_file", check_then_replace)
+    with pytest.raises(StoreFailure) as raised:
+        SQLiteWriter.open(path)
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot write {path}: unable to open database file (SQLITE_CANTOPEN)",
+    )
 
 
 def test_open_refuses_a_locked_database(database: Path) -> None:

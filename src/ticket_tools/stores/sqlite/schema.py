@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
+import stat
+from pathlib import Path
 
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.ids import ID_FORMAT, ID_PREFIX, MAX_ID_DIGITS, MIN_ID_DIGITS, IdFormat
@@ -188,6 +192,37 @@ def _id_digits_of(objects: list[tuple[object, ...]], version: int) -> int | None
         if objects == _objects(IdFormat(digits), version):
             return digits
     return None
+
+
+def check_file(path: Path, action: str) -> None:
+    """Raise StoreFailure unless `path` is a file this process may open to `action` it.
+
+    Asked of the system before SQLite opens it, so that a refusal is named in the system's
+    words (`cannot read FILE: Permission denied`: the file, or a folder on its way), where
+    SQLite says only `unable to open database file`. Missing: StoreFailure("missing"); a
+    FIFO, socket or device is refused too, as no database.
+    """
+    try:
+        found = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise StoreFailure("missing", f"no database at {path}") from None
+    except OSError as error:
+        raise _refused(path, action, error) from None
+    if stat.S_ISDIR(found.st_mode):  # else SQLite reports a disk I/O error
+        raise StoreFailure("unavailable", f"cannot {action} {path}: it is a folder")
+    if not stat.S_ISREG(found.st_mode):  # SQLite's open of a FIFO waits for a writer for ever
+        raise StoreFailure("unavailable", f"cannot {action} {path}: it is not a regular file")
+    # Non-blocking: had it become a FIFO since, this open would not wait for a writer.
+    flags = (os.O_RDONLY if action == "read" else os.O_RDWR) | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        os.close(os.open(path, flags))
+    except OSError as error:
+        raise _refused(path, action, error) from None
+
+
+def _refused(path: Path, action: str, error: OSError) -> StoreFailure:
+    reason = error.strerror or os.strerror(error.errno or errno.EIO)
+    return StoreFailure("unavailable", f"cannot {action} {path}: {reason}")
 
 
 def store_error(error: sqlite3.Error, source: str, action: str = "read") -> StoreFailure:

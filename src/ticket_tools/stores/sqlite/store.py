@@ -18,7 +18,7 @@ from ticket_tools.stores.index_search import find_with_index
 from ticket_tools.stores.keyset_sql import PageStatements
 from ticket_tools.stores.records import is_text, record_rows
 from ticket_tools.stores.sqlite.importer import insert_rows, write_database
-from ticket_tools.stores.sqlite.schema import check_schema, store_error
+from ticket_tools.stores.sqlite.schema import check_file, check_schema, store_error
 from ticket_tools.stores.sqlite.title_index import SQLiteSession
 from ticket_tools.tickets import Ticket
 
@@ -74,7 +74,7 @@ class SQLiteStore(TicketStore):
         self._id_format = id_format
         self._lock = threading.Lock()
         self._connection = connection
-        self._close = weakref.finalize(self, connection.close)
+        self._close = weakref.finalize(self, _close_unless_in_use, self._lock, connection)
         try:
             check_schema(connection, source, id_format)
             connection.create_function(_MATCH_FUNCTION, 2, _title_matches, deterministic=True)
@@ -102,10 +102,7 @@ class SQLiteStore(TicketStore):
         """
         path = Path(path)
         timeout = DEFAULT_BUSY_TIMEOUT if timeout is None else timeout
-        if not path.exists():
-            raise StoreFailure("missing", f"no database at {path}")
-        if path.is_dir():  # else SQLite reports a disk I/O error
-            raise StoreFailure("unavailable", f"cannot read {path}: it is a folder")
+        check_file(path, "read")
         try:
             connection = sqlite3.connect(
                 path.resolve().as_uri() + "?mode=ro",
@@ -139,7 +136,11 @@ class SQLiteStore(TicketStore):
         return cls(connection, ":memory:", id_format=id_format)
 
     def close(self) -> None:
-        """Close the connection; later calls raise StoreFailure."""
+        """Close the connection; later calls raise StoreFailure.
+
+        A call running on another thread keeps the connection open (`_close_unless_in_use`);
+        it is closed with the store once collected.
+        """
         self._close()
 
     def __enter__(self) -> SQLiteStore:
@@ -200,10 +201,12 @@ class SQLiteStore(TicketStore):
     @contextlib.contextmanager
     def _session(self, tenant: str) -> Iterator[SQLiteSession]:
         """Hold the lock and one read transaction (one snapshot) for a search's reads."""
-        if not self._close.alive:
-            raise StoreFailure("unavailable", f"cannot read {self._source}: the store is closed")
         connection = self._connection
         with self._lock:
+            if not self._close.alive:
+                raise StoreFailure(
+                    "unavailable", f"cannot read {self._source}: the store is closed"
+                )
             session = SQLiteSession(
                 connection,
                 tenant,
@@ -223,10 +226,12 @@ class SQLiteStore(TicketStore):
                 end_read(connection)
 
     def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
-        if not self._close.alive:
-            raise StoreFailure("unavailable", f"cannot read {self._source}: the store is closed")
         try:
             with self._lock:
+                if not self._close.alive:
+                    raise StoreFailure(
+                        "unavailable", f"cannot read {self._source}: the store is closed"
+                    )
                 return self._connection.execute(sql, params).fetchall()
         except sqlite3.Error as error:
             raise store_error(error, self._source) from None
@@ -244,6 +249,22 @@ def end_read(connection: sqlite3.Connection) -> None:
     """End a read transaction, unless SQLite has already ended it (it may, on an error)."""
     if connection.in_transaction:
         connection.execute("ROLLBACK")
+
+
+def _close_unless_in_use(lock: threading.Lock, connection: sqlite3.Connection) -> None:
+    """Close `connection` unless a call holds `lock`, never waiting for it.
+
+    Closed while another thread's statement runs on it, the connection crashed the process
+    (SIGSEGV): `serve stdio` ended by a signal during a call's busy wait, whose exit ran this
+    finalizer. Left open, it is closed when collected: a call in flight holds its store, so
+    only an explicit close or the exit can get here first, and a read-only connection loses
+    nothing by waiting.
+    """
+    if lock.acquire(blocking=False):
+        try:
+            connection.close()
+        finally:
+            lock.release()
 
 
 def _page_query(

@@ -16,7 +16,7 @@ from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.index_writes import Indexed, size_steps, ticket_changes
 from ticket_tools.stores.records import StoredRow, with_high_water
 from ticket_tools.stores.sqlite.importer import Progress, insert_batches
-from ticket_tools.stores.sqlite.schema import check_schema, store_error
+from ticket_tools.stores.sqlite.schema import check_file, check_schema, store_error
 from ticket_tools.stores.sqlite.title_index import (
     IndexProgress,
     build_index,
@@ -149,10 +149,7 @@ class SQLiteWriter:
         A batch waits up to `timeout` seconds for the write lock; `on_wait` as in __init__.
         """
         path = Path(path)
-        if not path.exists():
-            raise StoreFailure("missing", f"no database at {path}")
-        if path.is_dir():
-            raise StoreFailure("unavailable", f"cannot write {path}: it is a folder")
+        check_file(path, "write")
         try:
             connection = sqlite3.connect(
                 path.resolve().as_uri() + "?mode=rw",
