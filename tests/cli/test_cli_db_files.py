@@ -49,6 +49,7 @@ TAKING_DB = {
     ),
     "apply": (["apply", "{tmp}/feed.jsonl"], "write"),
     "import": (["import", "{tmp}/records.json", "--replace"], "write"),
+    "migrate": (["migrate"], "write"),
 }
 
 

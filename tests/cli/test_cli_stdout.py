@@ -32,6 +32,7 @@ WRITING: dict[str, list[str] | None] = {
     "dev-token": ["dev-token", "--tenant", "alpha", "--dir", "{tmp}/identity"],
     "import": ["import", str(SAMPLE), "--db", "{tmp}/new.sqlite"],
     "apply": ["apply", "{tmp}/feed.jsonl", "--db", "{tmp}/t.sqlite"],
+    "migrate": ["migrate", "--db", "{tmp}/t.sqlite"],
     "serve stdio": ["serve", "stdio", "--tenant", "alpha"],
     "serve http": None,
 }

@@ -131,7 +131,7 @@ def _dump_old(path: Path) -> list[tuple[object, ...]]:
         pytest.param(
             _socket,
             "unavailable",
-            "cannot write {path}: unable to open database file (SQLITE_CANTOPEN)",
+            "cannot write {path}: it is not a regular file",
             id="a-socket",
         ),
         pytest.param(
@@ -165,6 +165,21 @@ def test_what_the_migration_refuses(
     with pytest.raises(StoreFailure) as raised:
         migrate_database(path)
     assert (raised.value.reason, str(raised.value)) == (reason, message.format(path=path))
+
+
+def test_a_file_replaced_after_the_check_is_sqlite_s_own_refusal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A socket put where the checked file was: SQLite's own words, still one StoreFailure.
+    path = tmp_path / "tickets.sqlite"
+    _socket(path)
+    monkeypatch.setattr("ticket_tools.stores.sqlite.migrate.check_file", lambda path, action: None)
+    with pytest.raises(StoreFailure) as raised:
+        migrate_database(path)
+    assert (raised.value.reason, str(raised.value)) == (
+        "unavailable",
+        f"cannot write {path}: unable to open database file (SQLITE_CANTOPEN)",
+    )
 
 
 def test_a_file_of_another_width_is_refused_with_both_widths(tmp_path: Path) -> None:

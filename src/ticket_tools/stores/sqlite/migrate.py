@@ -6,12 +6,12 @@ import os
 import sqlite3
 from pathlib import Path
 
-from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.ids import ID_FORMAT, IdFormat
 from ticket_tools.stores.sqlite.schema import (
     MIGRATE_FROM_4,
     MIGRATES_FROM,
     SCHEMA_VERSION,
+    check_file,
     check_schema,
     store_error,
 )
@@ -40,10 +40,7 @@ def migrate_database(
     what version 4 or 5 made (else StoreFailure "schema", as `open` says).
     """
     path = Path(path)
-    if not path.exists():
-        raise StoreFailure("missing", f"no database at {path}")
-    if path.is_dir():
-        raise StoreFailure("unavailable", f"cannot write {path}: it is a folder")
+    check_file(path, "write")
     source = str(path)
     try:
         connection = sqlite3.connect(
