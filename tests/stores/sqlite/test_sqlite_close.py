@@ -18,8 +18,6 @@ from ticket_tools import fixture_records
 from ticket_tools.stores.failure import StoreFailure
 from ticket_tools.stores.sqlite.store import SQLiteStore
 
-T104 = {"id": "TKT-104", "title": "Settings crash", "status": "open"}
-
 
 @pytest.fixture
 def database(tmp_path: Path) -> Path:
