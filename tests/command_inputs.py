@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
+import psycopg
+
 # Only reached when something is broken: how long a test waits for the process or a state.
 WAIT_SECONDS = 60.0
 # Both ways the command is started: `python -m ticket_tools`, and the installed script.
@@ -291,3 +293,12 @@ def outcomes(signals: str, out: str = "") -> tuple[Ended, ...]:
     }
     sent = SIGNALS[signals]
     return tuple(dict.fromkeys(ends[signum] for signum in sent))
+
+
+def lock_waiters(dsn: str) -> int:
+    """Return how many sessions wait for an advisory lock (a writers' lock) on `dsn`."""
+    with psycopg.connect(dsn) as connection:
+        row = connection.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        ).fetchone()
+    return int(row[0]) if row else 0

@@ -10,6 +10,7 @@ from collections.abc import Collection
 
 import psycopg
 
+from testkit import titles
 from ticket_tools import Records
 from ticket_tools.stores.grams import build_rows, ticket_grams
 
@@ -64,4 +65,13 @@ def expected_index(records: Records, indexed: Collection[str] | None = None) -> 
         "tenant_sizes": {
             (tenant, len(tickets), tenant in by_tenant) for tenant, tickets in every.items()
         },
+    }
+
+
+def big_and_small(big: int) -> Records:
+    """Tenant `big` with `big` tickets of testkit's titles and `small` with 50, 6-digit IDs."""
+    return {
+        f"{tenant}:{ticket_id}": {"id": ticket_id, "title": title, "status": status}
+        for tenant, count, seed in (("big", big, "big tenant"), ("small", 50, "small"))
+        for ticket_id, title, status in titles.tickets(count, width=6, seed=seed)
     }

@@ -33,6 +33,7 @@ from command_inputs import (
     blocked_in_open,
     closing,
     ended,
+    lock_waiters,
     outcomes,
     reap,
     send,
@@ -572,14 +573,6 @@ def test_signals_while_a_batch_waits_for_the_sqlite_lock(database: Path, signals
     assert fed(database) == [("TKT-201", "fed")]
 
 
-def _lock_waiters(dsn: str) -> int:
-    with psycopg.connect(dsn) as connection:
-        row = connection.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
 @pytest.mark.parametrize("signals", list(SIGNALS), ids=list(SIGNALS))
 def test_signals_while_a_batch_waits_for_the_postgres_lock(pg: str, signals: str) -> None:
     process = start(["apply", "-", "--postgres", pg, *LONG_WAIT], stdin=subprocess.PIPE)
@@ -588,10 +581,10 @@ def test_signals_while_a_batch_waits_for_the_postgres_lock(pg: str, signals: str
     with psycopg.connect(pg, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK,))
         _send_line(process, upsert(202))
-        wait_until(lambda: _lock_waiters(pg) == 1)
+        wait_until(lambda: lock_waiters(pg) == 1)
         send(process, SIGNALS[signals])
         result = ended(process)
-        waiters = _lock_waiters(pg)  # the batch's wait ended with it, cancelled
+        waiters = lock_waiters(pg)  # the batch's wait ended with it, cancelled
     expected = _after_a_wait(signals, summary(1, "stdin", describe(pg)), "")
     assert ((result.status, result.out, result.err), waiters) == (expected, 0)
     assert pg_fed(pg) == [("TKT-201", "fed")]

@@ -26,6 +26,7 @@ from command_inputs import (
     blocked_in_open,
     closing,
     ended,
+    lock_waiters,
     outcomes,
     reap,
     send,
@@ -329,14 +330,6 @@ def pg(postgres_database: PostgresDatabase, scratch: str) -> str:
     return owner
 
 
-def _lock_waiters(dsn: str) -> int:
-    with psycopg.connect(dsn) as connection:
-        row = connection.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
-        ).fetchone()
-    return int(row[0]) if row else 0
-
-
 @pytest.mark.parametrize("signals", list(SIGNALS), ids=list(SIGNALS))
 def test_signals_while_a_replace_waits_for_the_postgres_lock(
     pg: str, records: Path, signals: str
@@ -344,10 +337,10 @@ def test_signals_while_a_replace_waits_for_the_postgres_lock(
     with psycopg.connect(pg, autocommit=True) as holder:
         holder.execute("SELECT pg_advisory_lock(%s)", (WRITER_LOCK,))
         process = start(["import", str(records), "--postgres", pg, "--replace"])
-        wait_until(lambda: _lock_waiters(pg) == 1)
+        wait_until(lambda: lock_waiters(pg) == 1)
         send(process, SIGNALS[signals])
         result = ended(process)
-        waiters = _lock_waiters(pg)
+        waiters = lock_waiters(pg)
     with psycopg.connect(pg) as connection:
         count = connection.execute("SELECT count(*) FROM tickets").fetchone()
     assert result in outcomes(signals)

@@ -16,6 +16,7 @@ import psycopg
 import pytest
 
 from conftest import OWNER, READER, PostgresDatabase
+from index_rows import big_and_small
 from testkit import titles
 from ticket_tools import DictStore, TicketFilter
 from ticket_tools.stores.ids import IdFormat
@@ -24,13 +25,7 @@ from ticket_tools.stores.postgres.store import PostgresStore
 
 BIG = 20_000
 WIDTH = IdFormat(6)
-RECORDS = {
-    f"big:{ticket_id}": {"id": ticket_id, "title": title, "status": status}
-    for ticket_id, title, status in titles.tickets(BIG, width=6)
-} | {
-    f"small:{ticket_id}": {"id": ticket_id, "title": title, "status": status}
-    for ticket_id, title, status in titles.tickets(50, width=6, seed="small")
-}
+RECORDS = big_and_small(BIG)
 INDEX_TABLES = ("title_grams", "gram_counts", "tenant_sizes")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from index_rows import big_and_small
 from store_cases import EVERY
 from testkit import titles
 from ticket_tools import DictStore, TicketFilter
@@ -23,13 +24,7 @@ from ticket_tools.stores.sqlite.store import SQLiteStore
 
 BIG = 5_000
 WIDTH = IdFormat(6)
-RECORDS = {
-    f"big:{ticket_id}": {"id": ticket_id, "title": title, "status": status}
-    for ticket_id, title, status in titles.tickets(BIG, width=6)
-} | {
-    f"small:{ticket_id}": {"id": ticket_id, "title": title, "status": status}
-    for ticket_id, title, status in titles.tickets(50, width=6, seed="small")
-}
+RECORDS = big_and_small(BIG)
 
 
 @pytest.fixture(scope="module")
