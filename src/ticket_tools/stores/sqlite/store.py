@@ -203,10 +203,7 @@ class SQLiteStore(TicketStore):
         """Hold the lock and one read transaction (one snapshot) for a search's reads."""
         connection = self._connection
         with self._lock:
-            if not self._close.alive:
-                raise StoreFailure(
-                    "unavailable", f"cannot read {self._source}: the store is closed"
-                )
+            self._check_open()
             session = SQLiteSession(
                 connection,
                 tenant,
@@ -228,13 +225,15 @@ class SQLiteStore(TicketStore):
     def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         try:
             with self._lock:
-                if not self._close.alive:
-                    raise StoreFailure(
-                        "unavailable", f"cannot read {self._source}: the store is closed"
-                    )
+                self._check_open()
                 return self._connection.execute(sql, params).fetchall()
         except sqlite3.Error as error:
             raise store_error(error, self._source) from None
+
+    def _check_open(self) -> None:
+        """Raise StoreFailure once the store is closed (called holding the lock)."""
+        if not self._close.alive:
+            raise StoreFailure("unavailable", f"cannot read {self._source}: the store is closed")
 
     def _ticket(self, row: Sequence[object]) -> Ticket:
         # The schema's CHECKs keep every value text; only a file edited around SQLite
