@@ -106,8 +106,13 @@ def blocked_in_open(pid: int) -> None:
 
 
 # The stand-in: its import waits reading a FIFO that is never written (an import that hangs).
-_HELD_MODULE = """import os
-os.read(os.open(__file__.removesuffix(".py") + ".fifo", os.O_RDONLY), 1)
+# It waits in slices, as the command's own waits do (cli/lines.py): a signal that lands
+# after the open and before a single blocking read would interrupt nothing, and its
+# handler would run only when the read returned (at the block's end, after the test).
+_HELD_MODULE = """import os, select
+held = os.open(__file__.removesuffix(".py") + ".fifo", os.O_RDONLY)
+while not select.select([held], [], [], 0.1)[0]:
+    pass
 raise ImportError("held in its import, then let go")
 """
 
@@ -116,7 +121,7 @@ raise ImportError("held in its import, then let go")
 def held_in_imports(folder: Path, module: str = SHADOWED_MODULE) -> Iterator[Callable[[], None]]:
     """Hold a command started with `shadowing_env(folder)` in its imports; yield the wait.
 
-    `module` is a stand-in in `folder` whose import opens a FIFO and reads it (this end
+    `module` is a stand-in in `folder` whose import opens a FIFO and waits on it (this end
     is held open, silent). The yielded function returns once the command is there; the
     FIFO is closed at the block's end.
     """

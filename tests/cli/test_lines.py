@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -85,3 +88,34 @@ def test_a_closed_pipe_ends(pipe: tuple[int, int]) -> None:
     os.write(write_fd, b"last")
     os.close(write_fd)
     assert [reader.read_line(None), reader.read_line(None)] == [b"last", Event.ENDED]
+
+
+def test_a_signal_that_interrupts_no_wait_is_handled_within_a_slice(pipe: tuple[int, int]) -> None:
+    # SIGINT taken by another thread, as one landing just before poll is entered: the main
+    # thread's poll is not interrupted, and the handler runs only when the interpreter gets
+    # control back. Without slices that is when input comes: the line, seconds later.
+    read_fd, write_fd = pipe
+    reader = LineReader(read_fd, limit=100)
+    waiting = Path(f"/proc/self/task/{threading.get_native_id()}/wchan")
+    interrupted = threading.Event()
+    written: list[bytes] = []
+
+    def signal_then_write() -> None:
+        while "poll" not in waiting.read_text() and not interrupted.wait(0.001):
+            pass  # until the main thread sleeps in poll
+        signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+        if not interrupted.wait(10.0):
+            written.append(b"came first\n")
+            os.write(write_fd, written[0])
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    helper = threading.Thread(target=signal_then_write)
+    try:
+        helper.start()  # it signals once this thread sleeps in poll, in read_line
+        with pytest.raises(KeyboardInterrupt):
+            reader.read_line(None)
+    finally:
+        interrupted.set()
+        helper.join()
+        signal.signal(signal.SIGINT, previous)
+    assert written == []  # interrupted before any input came

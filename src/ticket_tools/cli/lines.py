@@ -12,9 +12,14 @@ from __future__ import annotations
 import enum
 import os
 import select
+import time
 
 # Bytes asked of the kernel at a time: a pipe's whole buffer, a few hundred feed lines.
 CHUNK_BYTES = 1 << 16
+# The longest single poll: a signal that lands just before poll is entered (its handler
+# not yet run) interrupts nothing, so the wait returns to the interpreter this often and
+# the handler runs then, as psycopg's waits do, rather than when input next comes.
+SLICE_SECONDS = 0.1
 
 
 class Event(enum.Enum):
@@ -97,10 +102,14 @@ class LineReader:
         return rest or Event.ENDED
 
     def _wait(self, timeout: float | None) -> Event | None:
-        milliseconds = None if timeout is None else max(0, round(timeout * 1000))
-        ready = dict(self._poll.poll(milliseconds))
-        if not ready:
-            return Event.WAITED
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = SLICE_SECONDS if deadline is None else deadline - time.monotonic()
+            ready = dict(self._poll.poll(max(0, round(min(left, SLICE_SECONDS) * 1000))))
+            if ready:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                return Event.WAITED
         if self._wake_fd in ready:
             return Event.WOKEN
         return None
